@@ -1,0 +1,24 @@
+"""tokjit: exact LLM tokenizers with numba kernels over flat numpy arrays.
+
+Public API::
+
+    tok = tokjit.load("tokenizer.json")          # or .model / .tiktoken / .gguf
+    tok = tokjit.get_encoding("o200k_base")        # bundled, offline
+    ids = tok.encode("hello world")
+    text = tok.decode(ids)
+"""
+
+from .errors import (CacheError, InputError, ModelFileError, TokjitError, UnknownEncodingError,
+                     UnsupportedComponentError)
+from .load import detect_format, load
+from .registry import get_encoding, list_encoding_names
+from .spec import AddedToken, TokenizerSpec, TokenType
+from .tokenizer import Tokenizer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "load", "get_encoding", "list_encoding_names", "detect_format", "Tokenizer", "TokenizerSpec",
+    "AddedToken", "TokenType", "TokjitError", "ModelFileError", "UnsupportedComponentError",
+    "UnknownEncodingError", "InputError", "CacheError",
+]

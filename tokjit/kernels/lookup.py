@@ -1,0 +1,106 @@
+"""Exact byte-string -> token id lookup over flat arrays (no Python dict in the hot path).
+
+The vocabulary is one byte blob with offsets; an open-addressing hash table of int32 ids indexes it.
+Collisions are resolved by linear probing and confirmed by comparing the bytes in the blob, so a lookup
+is exact. Pairs of ids (merge rules) use a second table keyed by ``left << 32 | right``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+FNV_OFFSET = np.int64(-3750763034362895579)  # 14695981039346656037 as a wrapping int64
+FNV_PRIME = np.int64(1099511628211)
+PAIR_MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as a wrapping int64
+
+
+@njit(cache=True, nogil=True, inline="always")
+def hash_bytes(buf, start, end):
+    """FNV-1a over ``buf[start:end]``; int64 arithmetic wraps, which is what we want."""
+    h = FNV_OFFSET
+    for i in range(start, end):
+        h = (h ^ np.int64(buf[i])) * FNV_PRIME
+    return h ^ (h >> 31)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def lookup_bytes(buf, start, end, blob, offsets, table):
+    """Id of the token whose bytes equal ``buf[start:end]``, or -1.
+
+    Linear probing over ``table`` (power-of-two size, -1 = empty); each candidate is confirmed by a
+    byte comparison against ``blob[offsets[id]:offsets[id + 1]]``. Expected O(end - start).
+    """
+    mask = table.shape[0] - 1
+    slot = hash_bytes(buf, start, end) & mask
+    n = end - start
+    while True:
+        tid = table[slot]
+        if tid < 0:
+            return -1
+        ts = offsets[tid]
+        if offsets[tid + 1] - ts == n:
+            same = True
+            for k in range(n):
+                if blob[ts + k] != buf[start + k]:
+                    same = False
+                    break
+            if same:
+                return tid
+        slot = (slot + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def build_bytes_table(blob, offsets, include, table):
+    """Insert every id with ``include[id]`` into ``table`` (filled with -1 beforehand).
+
+    When two ids share the same bytes, the lowest id wins, as a dict built in id order would keep
+    the first. O(total bytes).
+    """
+    mask = table.shape[0] - 1
+    n_tokens = offsets.shape[0] - 1
+    for tid in range(n_tokens):
+        if not include[tid]:
+            continue
+        s = offsets[tid]
+        e = offsets[tid + 1]
+        if lookup_bytes(blob, s, e, blob, offsets, table) >= 0:
+            continue
+        slot = hash_bytes(blob, s, e) & mask
+        while table[slot] >= 0:
+            slot = (slot + 1) & mask
+        table[slot] = tid
+
+
+@njit(cache=True, nogil=True, inline="always")
+def pair_slot(left, right, keys):
+    """Slot of the pair (left, right) in ``keys`` (found, or the empty slot where it would go)."""
+    key = (np.int64(left) << 32) | np.int64(right)
+    mask = keys.shape[0] - 1
+    h = key * PAIR_MIX
+    slot = (h ^ (h >> 29)) & mask
+    while True:
+        k = keys[slot]
+        if k == key or k == -1:
+            return slot
+        slot = (slot + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def build_pair_table(lefts, rights, ranks, merged, keys, out_ranks, out_merged):
+    """Insert merge rules; the first (lowest-rank) rule for a pair wins, as in HF ``tokenizers``."""
+    for i in range(lefts.shape[0]):
+        slot = pair_slot(lefts[i], rights[i], keys)
+        if keys[slot] != -1:
+            continue
+        keys[slot] = (np.int64(lefts[i]) << 32) | np.int64(rights[i])
+        out_ranks[slot] = ranks[i]
+        out_merged[slot] = merged[i]
+
+
+def table_size(n: int) -> int:
+    """Power of two with load factor <= 0.5."""
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    return size

@@ -1,0 +1,126 @@
+"""Loading tokenizer files of every supported format, detected from the content itself.
+
+``load(path)`` reads the file, recognises GGUF (magic), tokenizer.json (JSON object), ``.tiktoken``
+rank files (base64 + rank lines), SentencePiece ``.model`` (protobuf) and WordPiece ``vocab.txt``, turns
+it into a :class:`~tokjit.spec.TokenizerSpec` and compiles a :class:`~tokjit.tokenizer.Tokenizer`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+from ..errors import ModelFileError, UnsupportedComponentError
+
+_RANK_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2} \d+\r?$")
+
+FORMATS = ("gguf", "tokenizer.json", "tiktoken", "sentencepiece", "vocab.txt")
+
+
+def detect_format(data: bytes, path=None) -> str:
+    """Name of the file format of ``data`` (one of :data:`FORMATS`), from its content."""
+    if data[:4] == b"GGUF":
+        return "gguf"
+    head = data[:4096].lstrip()
+    if head[:1] == b"{":
+        return "tokenizer.json"
+    first = data.split(b"\n", 1)[0]
+    if _RANK_LINE.match(first):
+        return "tiktoken"
+    if data[:1] == b"\x0a":  # protobuf field 1 (pieces), length-delimited: SentencePiece ModelProto
+        return "sentencepiece"
+    try:
+        text = data[:65536].decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and "\n" in text and not any(" " in ln.strip() for ln in text.splitlines()[:200]):
+        return "vocab.txt"
+    raise ModelFileError("unrecognised tokenizer file (expected GGUF, tokenizer.json, .tiktoken, "
+                         "SentencePiece .model or vocab.txt)", path=path)
+
+
+def load_spec(data: bytes, *, path=None, fmt: str | None = None, pat_str=None, special_tokens=None,
+              name=None, n_vocab=None):
+    fmt = fmt or detect_format(data, path)
+    if fmt == "tiktoken":
+        from .tiktoken_file import load_tiktoken
+        spec = load_tiktoken(path, data, pat_str=pat_str, special_tokens=special_tokens, name=name)
+        if n_vocab is not None and spec.vocab_size != n_vocab:
+            raise ModelFileError(f"expected {n_vocab} tokens, got {spec.vocab_size}", path=path)
+    elif fmt == "tokenizer.json":
+        from .hf_json import load_hf_json
+        spec = load_hf_json(path, data)
+    elif fmt == "gguf":
+        from .gguf_file import load_gguf
+        spec = load_gguf(path, data)
+    elif fmt == "sentencepiece":
+        from .sentencepiece_model import load_sentencepiece
+        spec = load_sentencepiece(path, data)
+    elif fmt == "vocab.txt":
+        from .vocab_txt import load_vocab_txt
+        spec = load_vocab_txt(path, data)
+    else:
+        raise UnsupportedComponentError(f"format {fmt!r}")
+    if fmt != "tiktoken" and (pat_str is not None or special_tokens is not None):
+        _override(spec, pat_str, special_tokens)
+    spec.source.setdefault("format", fmt)
+    spec.source["sha256"] = hashlib.sha256(data).hexdigest()
+    if name:
+        spec.source["name"] = name
+    return spec
+
+
+def _override(spec, pat_str, special_tokens):
+    from ..spec import AddedToken
+    if pat_str is not None:
+        spec.pre_tokenizer = {"type": "Split", "pattern": {"Regex": pat_str}, "behavior": "Removed",
+                              "invert": True}
+    if special_tokens:
+        for content, tid in special_tokens.items():
+            spec.added_tokens.append(AddedToken(content, int(tid), special=True))
+
+
+def load_bytes(data: bytes, **kwargs):
+    from ..tokenizer import Tokenizer
+    return Tokenizer(load_spec(data, **kwargs))
+
+
+def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | None = None, fmt=None):
+    """Load a tokenizer file; the format is detected from the content (see :data:`FORMATS`).
+
+    ``pat_str`` / ``special_tokens`` are needed for ``.tiktoken`` files, which carry neither.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        for candidate in ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.txt"):
+            if os.path.exists(os.path.join(path, candidate)):
+                path = os.path.join(path, candidate)
+                break
+        else:
+            raise ModelFileError("no tokenizer.json, tokenizer.model, spiece.model or vocab.txt in directory",
+                                 path=path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise ModelFileError(f"cannot read file ({exc.strerror})", path=path) from exc
+    tok = load_bytes(data, path=path, fmt=fmt, pat_str=pat_str, special_tokens=special_tokens)
+    _attach_config(tok, path)
+    return tok
+
+
+def _attach_config(tok, path):
+    """Chat template and BOS/EOS names from a ``tokenizer_config.json`` beside a tokenizer file."""
+    import json
+    cfg_path = os.path.join(os.path.dirname(path), "tokenizer_config.json")
+    if not os.path.exists(cfg_path) or tok.spec.source.get("format") not in ("tokenizer.json", "sentencepiece"):
+        return
+    try:
+        with open(cfg_path, "rb") as fh:
+            cfg = json.load(fh)
+    except (OSError, ValueError):
+        return
+    tok.config = cfg
+    if tok.spec.chat_template is None and isinstance(cfg.get("chat_template"), str):
+        tok.spec.chat_template = cfg["chat_template"]

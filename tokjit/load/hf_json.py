@@ -1,0 +1,193 @@
+"""HF ``tokenizer.json`` -> :class:`~tokjit.spec.TokenizerSpec`.
+
+The normalizer / pre-tokenizer / post-processor / decoder dicts pass through unchanged (tokjit builds
+its components from the same schema); the model's vocabulary is turned into token bytes, undoing
+GPT-2's byte-to-unicode mapping for byte-level vocabularies so kernels see raw bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ModelFileError, UnsupportedComponentError
+from ..spec import AddedToken, TokenizerSpec, TokenType
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character table."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    chars = printable[:]
+    n = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + n)
+            n += 1
+    return dict(zip(printable, map(chr, chars)))
+
+
+BYTE_DECODER = {c: b for b, c in bytes_to_unicode().items()}
+
+
+def unmap_byte_level(token: str) -> bytes:
+    """Raw bytes of a byte-level token string (characters outside the table keep their UTF-8)."""
+    out = bytearray()
+    for ch in token:
+        b = BYTE_DECODER.get(ch)
+        if b is None:
+            out += ch.encode("utf-8")
+        else:
+            out.append(b)
+    return bytes(out)
+
+
+def _components(cfg: dict | None, key: str) -> list[dict]:
+    """Flatten Sequence components of a pipeline stage."""
+    if not cfg:
+        return []
+    if cfg.get("type") == "Sequence":
+        out = []
+        for sub in cfg.get(key, []):
+            out.extend(_components(sub, key))
+        return out
+    return [cfg]
+
+
+def is_byte_level(doc: dict) -> bool:
+    pre = _components(doc.get("pre_tokenizer"), "pretokenizers")
+    dec = _components(doc.get("decoder"), "decoders")
+    return any(c.get("type") == "ByteLevel" for c in pre + dec)
+
+
+HF_MODEL_LOADERS: dict[str, Callable[[dict, dict, Any], dict]] = {}
+
+
+def register_hf_model(name: str):
+    def wrap(fn):
+        HF_MODEL_LOADERS[name] = fn
+        return fn
+    return wrap
+
+
+def load_hf_json(path, data: bytes) -> TokenizerSpec:
+    try:
+        doc = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelFileError(f"not valid JSON ({exc})", path=path) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+        raise ModelFileError("tokenizer.json needs an object with a 'model' object", path=path, where="model")
+    model = doc["model"]
+    kind = model.get("type")
+    if kind is None:  # very old exports omit the type; infer it from the fields
+        kind = "BPE" if "merges" in model else "Unigram" if isinstance(model.get("vocab"), list) else "WordPiece"
+    if kind not in HF_MODEL_LOADERS:
+        # family loaders register themselves on import
+        from . import hf_families  # noqa: F401
+    if kind not in HF_MODEL_LOADERS:
+        raise UnsupportedComponentError(f"tokenizer.json model type {kind!r} is not supported "
+                                        f"(known: {sorted(HF_MODEL_LOADERS)})")
+    try:
+        parts = HF_MODEL_LOADERS[kind](doc, model, path)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        if isinstance(exc, ModelFileError):
+            raise
+        raise ModelFileError(f"malformed {kind} model ({type(exc).__name__}: {exc})", path=path,
+                             where="model") from None
+    return _finish(doc, parts, path)
+
+
+def _added_tokens(doc: dict, path) -> list[AddedToken]:
+    out = []
+    for i, t in enumerate(doc.get("added_tokens") or []):
+        try:
+            out.append(AddedToken(content=str(t["content"]), id=int(t["id"]), special=bool(t.get("special", False)),
+                                  lstrip=bool(t.get("lstrip", False)), rstrip=bool(t.get("rstrip", False)),
+                                  single_word=bool(t.get("single_word", False)),
+                                  normalized=bool(t.get("normalized", not t.get("special", False)))))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFileError(f"malformed added token ({exc})", path=path, where=f"added_tokens[{i}]") from None
+    return out
+
+
+def _finish(doc: dict, parts: dict, path) -> TokenizerSpec:
+    """Common tail: merge model vocab with added tokens into dense id-indexed arrays."""
+    vocab_strings: dict[int, str] = parts["strings"]  # id -> model vocab string
+    to_bytes: Callable[[str], bytes] = parts["to_bytes"]
+    added = _added_tokens(doc, path)
+    ids = list(vocab_strings) + [t.id for t in added]
+    if not ids:
+        raise ModelFileError("empty vocabulary", path=path, where="model.vocab")
+    if min(ids) < 0 or max(ids) > 50_000_000:
+        raise ModelFileError("token ids out of range", path=path, where="model.vocab")
+    size = max(ids) + 1
+    tokens = [b""] * size
+    strings = [""] * size
+    types = np.full(size, TokenType.UNUSED, np.int8)
+    mask = np.zeros(size, np.bool_)
+    for tid, s in vocab_strings.items():
+        tokens[tid] = to_bytes(s)
+        strings[tid] = s
+        types[tid] = TokenType.NORMAL
+        mask[tid] = True
+    for t in added:
+        if not mask[t.id]:
+            tokens[t.id] = t.content.encode("utf-8")
+        strings[t.id] = t.content
+        types[t.id] = TokenType.CONTROL if t.special else TokenType.USER_DEFINED
+    extra_types = parts.get("types")
+    if extra_types:
+        for tid, ty in extra_types.items():
+            if types[tid] == TokenType.NORMAL:
+                types[tid] = ty
+    spec = TokenizerSpec(
+        model=parts["model"], tokens=tokens, token_types=types, model_mask=mask,
+        scores=parts.get("scores"), merges=parts.get("merges"),
+        normalizer=doc.get("normalizer"), pre_tokenizer=doc.get("pre_tokenizer"),
+        post_processor=doc.get("post_processor"), decoder=doc.get("decoder"),
+        added_tokens=added, unk_id=parts["model"].get("unk_id"),
+        source={"format": "tokenizer.json", "path": None if path is None else str(path),
+                "token_strings": strings},
+    )
+    return spec
+
+
+@register_hf_model("BPE")
+def _bpe(doc: dict, model: dict, path) -> dict:
+    vocab = model["vocab"]
+    if not isinstance(vocab, dict):
+        raise ModelFileError("BPE vocab must be an object", path=path, where="model.vocab")
+    if model.get("dropout") not in (None, 0, 0.0):
+        raise UnsupportedComponentError("BPE dropout is random; tokjit only encodes deterministically")
+    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        raise UnsupportedComponentError("BPE continuing_subword_prefix / end_of_word_suffix are not supported")
+    byte_level = is_byte_level(doc)
+    to_bytes = unmap_byte_level if byte_level else (lambda s: s.encode("utf-8"))
+    strings = {int(i): s for s, i in vocab.items()}
+    index = {s: int(i) for s, i in vocab.items()}
+    raw_merges = model.get("merges") or []
+    merges = np.empty((len(raw_merges), 2), np.int32)
+    for row, m in enumerate(raw_merges):
+        if isinstance(m, str):
+            a, sep, b = m.partition(" ")
+            if not sep:
+                raise ModelFileError(f"merge {m!r} is not 'left right'", path=path, where=f"model.merges[{row}]")
+        else:
+            a, b = m
+        try:
+            merges[row] = (index[a], index[b])
+        except KeyError as exc:
+            raise ModelFileError(f"merge {m!r} names token {exc.args[0]!r} missing from the vocab",
+                                 path=path, where=f"model.merges[{row}]") from None
+    unk = model.get("unk_token")
+    unk_id = index.get(unk) if unk is not None else None
+    return {
+        "model": {"type": "BPE", "merge_rule": "pairs", "byte_level": byte_level,
+                  "byte_fallback": bool(model.get("byte_fallback", False)),
+                  "fuse_unk": bool(model.get("fuse_unk", False)),
+                  "ignore_merges": bool(model.get("ignore_merges", False)), "unk_id": unk_id},
+        "strings": strings, "to_bytes": to_bytes, "merges": merges,
+    }

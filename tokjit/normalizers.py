@@ -1,0 +1,206 @@
+"""Normalizers: text -> normalized text, with an alignment back to the caller's bytes.
+
+A normalizer maps ``(buf, align)`` to a new ``(buf, align)``: ``buf`` is UTF-8 (uint8) and ``align``
+(int64, ``len(buf) + 1``) gives, for every byte, the offset in the original text it came from
+(``None`` = identity). Components are built from HF-style dicts by :func:`build_normalizer`.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Callable
+
+import numpy as np
+
+from .errors import UnsupportedComponentError
+
+NORMALIZER_BUILDERS: dict[str, Callable[[dict], object]] = {}
+
+
+def register_normalizer(name: str):
+    def wrap(builder):
+        NORMALIZER_BUILDERS[name] = builder
+        return builder
+    return wrap
+
+
+def build_normalizer(config: dict | None):
+    if config is None:
+        return None
+    kind = config.get("type")
+    try:
+        builder = NORMALIZER_BUILDERS[kind]
+    except KeyError:
+        raise UnsupportedComponentError(
+            f"normalizer type {kind!r} is not supported (known: {sorted(NORMALIZER_BUILDERS)})") from None
+    return builder(config)
+
+
+def identity_align(buf: np.ndarray, align: np.ndarray | None) -> np.ndarray:
+    return np.arange(buf.shape[0] + 1, dtype=np.int64) if align is None else align
+
+
+def char_starts(buf: np.ndarray) -> np.ndarray:
+    """Byte offset of every UTF-8 character start in ``buf``."""
+    return np.flatnonzero((buf & 0xC0) != 0x80).astype(np.int64)
+
+
+def map_chars(buf: np.ndarray, align: np.ndarray | None, fn: Callable[[str], str]):
+    """Apply a per-character mapping ``fn`` (str -> str), keeping each output character aligned to
+    the input character it came from. Used by the Python-level normalizers."""
+    text = buf.tobytes().decode("utf-8")
+    base = identity_align(buf, align)
+    starts = char_starts(buf)
+    out: list[bytes] = []
+    out_align: list[int] = []
+    for ch, pos in zip(text, starts.tolist()):
+        rep = fn(ch).encode("utf-8")
+        out.append(rep)
+        out_align.extend([int(base[pos])] * len(rep))
+    out_align.append(int(base[-1]))
+    return np.frombuffer(b"".join(out), np.uint8), np.asarray(out_align, np.int64)
+
+
+def map_whole(buf: np.ndarray, align: np.ndarray | None, fn: Callable[[str], str]):
+    """Apply a whole-string transform (unicode normal forms). Unchanged text keeps its alignment;
+    otherwise characters are aligned greedily by position of the source character they follow."""
+    text = buf.tobytes().decode("utf-8")
+    new = fn(text)
+    if new == text:
+        return buf, align
+    base = identity_align(buf, align)
+    out = np.frombuffer(new.encode("utf-8"), np.uint8)
+    # Align per normal-form segment: normalize char by char where it round-trips, else to the start.
+    starts = char_starts(buf)
+    out_align = np.full(out.shape[0] + 1, base[-1], np.int64)
+    src = 0
+    dst = 0
+    chars = list(text)
+    pieces = []
+    for i, ch in enumerate(chars):
+        pieces.append((i, fn(ch)))
+    joined = "".join(p for _, p in pieces)
+    if joined == new:
+        for i, rep in pieces:
+            n = len(rep.encode("utf-8"))
+            out_align[dst:dst + n] = base[starts[i]]
+            dst += n
+    else:
+        out_align[:-1] = base[0] if src == 0 else base[src]
+    return out, out_align
+
+
+class Lowercase:
+    def __init__(self, config: dict):
+        pass
+
+    def __call__(self, buf, align):
+        return map_chars(buf, align, str.lower)
+
+
+class UnicodeForm:
+    def __init__(self, config: dict):
+        self.form = config["type"]
+
+    def __call__(self, buf, align):
+        return map_whole(buf, align, lambda s: unicodedata.normalize(self.form, s))
+
+
+class Replace:
+    def __init__(self, config: dict):
+        pattern = config["pattern"]
+        self.content = config["content"]
+        if "String" in pattern:
+            self.needle = pattern["String"]
+            self.regex = None
+        elif "Regex" in pattern:
+            import regex
+            self.regex = regex.compile(pattern["Regex"])
+            self.needle = None
+        else:
+            raise UnsupportedComponentError(f"Replace pattern {pattern!r}")
+
+    def __call__(self, buf, align):
+        text = buf.tobytes().decode("utf-8")
+        if self.needle is not None:
+            if not self.needle or self.needle not in text:
+                return buf, align
+            spans = []
+            pos = text.find(self.needle)
+            while pos >= 0:
+                spans.append((pos, pos + len(self.needle)))
+                pos = text.find(self.needle, pos + len(self.needle))
+        else:
+            spans = [m.span() for m in self.regex.finditer(text)]
+            if not spans:
+                return buf, align
+        return replace_spans(buf, align, text, spans, self.content)
+
+
+def replace_spans(buf, align, text: str, spans, content: str):
+    """Replace character spans of ``text`` by ``content``; replacement bytes align to the span start."""
+    base = identity_align(buf, align)
+    starts = np.append(char_starts(buf), buf.shape[0])
+    raw = buf.tobytes()
+    rep = content.encode("utf-8")
+    out: list[bytes] = []
+    out_align: list[np.ndarray] = []
+    prev = 0
+    for cs, ce in spans:
+        bs, be = int(starts[cs]), int(starts[ce])
+        out.append(raw[prev:bs])
+        out_align.append(base[prev:bs])
+        out.append(rep)
+        out_align.append(np.full(len(rep), base[bs], np.int64))
+        prev = be
+    out.append(raw[prev:])
+    out_align.append(base[prev:])
+    return np.frombuffer(b"".join(out), np.uint8), np.concatenate(out_align)
+
+
+class Prepend:
+    def __init__(self, config: dict):
+        self.prefix = config["prepend"].encode("utf-8")
+
+    def __call__(self, buf, align):
+        if buf.shape[0] == 0:
+            return buf, align
+        base = identity_align(buf, align)
+        out = np.concatenate([np.frombuffer(self.prefix, np.uint8), buf])
+        return out, np.concatenate([np.full(len(self.prefix), base[0], np.int64), base])
+
+
+class Strip:
+    def __init__(self, config: dict):
+        self.left = bool(config.get("strip_left", True))
+        self.right = bool(config.get("strip_right", True))
+
+    def __call__(self, buf, align):
+        text = buf.tobytes().decode("utf-8")
+        stripped_left = text.lstrip() if self.left else text
+        stripped = stripped_left.rstrip() if self.right else stripped_left
+        if stripped == text:
+            return buf, align
+        base = identity_align(buf, align)
+        lcut = len(text[:len(text) - len(stripped_left)].encode("utf-8"))
+        n = len(stripped.encode("utf-8"))
+        return buf[lcut:lcut + n], base[lcut:lcut + n + 1]
+
+
+class Sequence:
+    def __init__(self, config: dict):
+        self.steps = [build_normalizer(c) for c in config["normalizers"]]
+
+    def __call__(self, buf, align):
+        for step in self.steps:
+            buf, align = step(buf, align)
+        return buf, align
+
+
+register_normalizer("Lowercase")(Lowercase)
+for _form in ("NFC", "NFD", "NFKC", "NFKD"):
+    register_normalizer(_form)(UnicodeForm)
+register_normalizer("Replace")(Replace)
+register_normalizer("Prepend")(Prepend)
+register_normalizer("Strip")(Strip)
+register_normalizer("Sequence")(Sequence)

@@ -1,0 +1,281 @@
+"""Pre-tokenizers: normalized text -> pieces the model encodes one by one.
+
+The working state is :class:`Pieces`: one UTF-8 buffer, the spans of the pieces inside it, and an
+optional alignment from buffer bytes back to the caller's text. Components are built from HF-style
+dicts by :func:`build_pre_tokenizer`; each one maps a ``Pieces`` to a new ``Pieces``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from numba import njit
+
+from .errors import UnsupportedComponentError
+
+PRE_TOKENIZER_BUILDERS: dict[str, Callable[[dict], object]] = {}
+
+
+def register_pre_tokenizer(name: str):
+    def wrap(builder):
+        PRE_TOKENIZER_BUILDERS[name] = builder
+        return builder
+    return wrap
+
+
+def build_pre_tokenizer(config: dict | None):
+    if config is None:
+        return None
+    kind = config.get("type")
+    try:
+        builder = PRE_TOKENIZER_BUILDERS[kind]
+    except KeyError:
+        raise UnsupportedComponentError(
+            f"pre-tokenizer type {kind!r} is not supported (known: {sorted(PRE_TOKENIZER_BUILDERS)})"
+        ) from None
+    return builder(config)
+
+
+@dataclass
+class Pieces:
+    """Text being pre-tokenized: ``buf[starts[i]:ends[i]]`` is piece ``i``.
+
+    ``align[j]`` is the byte offset in the caller's text that byte ``j`` of ``buf`` came from
+    (length ``len(buf) + 1``); ``None`` means the identity.
+    """
+
+    buf: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    align: np.ndarray | None = None
+
+    @classmethod
+    def whole(cls, buf: np.ndarray, align: np.ndarray | None = None) -> "Pieces":
+        return cls(buf, np.zeros(1, np.int64), np.full(1, buf.shape[0], np.int64), align)
+
+
+# --------------------------------------------------------------------------------------------------
+# Split behaviours
+# --------------------------------------------------------------------------------------------------
+
+BEHAVIORS = {"Removed": 0, "Isolated": 1, "MergedWithPrevious": 2, "MergedWithNext": 3, "Contiguous": 4}
+
+
+@njit(cache=True, nogil=True)
+def apply_split_behavior(seg_start, seg_end, m_starts, m_ends, n_matches, behavior, invert,
+                         out_starts, out_ends, n_out):
+    """Turn the matches inside one piece into sub-pieces, appending at ``out_*[n_out:]``.
+
+    Mirrors HF ``NormalizedString::split``: the piece is cut into alternating match / gap spans,
+    ``invert`` swaps which is which, then the behaviour keeps, isolates or merges the match spans.
+    Empty spans are dropped. O(n_matches). Capacity needed: 2 * n_matches + 1.
+    """
+    pos = seg_start
+    prev_match = False
+    k = 0
+    while True:
+        # next span: a gap [pos, m_start) or the match itself
+        if k < n_matches and m_starts[k] == pos and m_ends[k] > m_starts[k]:
+            s = m_starts[k]
+            e = m_ends[k]
+            is_match = True
+            k += 1
+        elif k < n_matches and m_starts[k] == pos:
+            k += 1  # empty match: no span
+            continue
+        else:
+            s = pos
+            e = m_starts[k] if k < n_matches else seg_end
+            is_match = False
+        if e <= s:
+            break
+        pos = e
+        if invert:
+            is_match = not is_match
+        if behavior == 0:  # Removed
+            if not is_match:
+                out_starts[n_out] = s
+                out_ends[n_out] = e
+                n_out += 1
+        elif behavior == 1:  # Isolated
+            out_starts[n_out] = s
+            out_ends[n_out] = e
+            n_out += 1
+        elif behavior == 2:  # MergedWithPrevious: a match joins the span before it (if not a match)
+            if is_match and not prev_match and n_out > 0 and out_ends[n_out - 1] == s:
+                out_ends[n_out - 1] = e
+            else:
+                out_starts[n_out] = s
+                out_ends[n_out] = e
+                n_out += 1
+        elif behavior == 3:  # MergedWithNext: a gap joins the match just before it
+            if prev_match and not is_match and n_out > 0 and out_ends[n_out - 1] == s:
+                out_ends[n_out - 1] = e
+            else:
+                out_starts[n_out] = s
+                out_ends[n_out] = e
+                n_out += 1
+        else:  # Contiguous: consecutive spans of the same kind merge
+            if is_match == prev_match and n_out > 0 and out_ends[n_out - 1] == s:
+                out_ends[n_out - 1] = e
+            else:
+                out_starts[n_out] = s
+                out_ends[n_out] = e
+                n_out += 1
+        prev_match = is_match
+    return n_out
+
+
+class RegexSplitter:
+    """Finds regex matches in UTF-8 buffers.
+
+    Uses tokjit's numba regex engine when it can compile the pattern; otherwise the ``regex``
+    module (exact but slow, with a warning), which is also what the numba engine is tested against.
+    """
+
+    def __init__(self, pattern: str, *, warn: bool = True):
+        self.pattern = pattern
+        self.compiled = None
+        try:
+            from .pretokenize.regex_compiler import UnsupportedPatternError, compile_regex
+        except ImportError:  # engine not available: fall back silently
+            compile_regex = None
+        if compile_regex is not None:
+            try:
+                self.compiled = compile_regex(pattern)
+            except UnsupportedPatternError as exc:
+                if warn:
+                    warnings.warn(f"tokjit: pattern {pattern!r} uses {exc}; using the slower `regex` "
+                                  "module for it", RuntimeWarning, stacklevel=3)
+        if self.compiled is None:
+            import regex
+            self.py_regex = regex.compile(pattern)
+
+    def find(self, buf: np.ndarray, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """Byte spans of successive matches inside ``buf[start:end]``."""
+        if self.compiled is not None:
+            return self.compiled.find_spans(buf, start, end)
+        text = buf[start:end].tobytes().decode("utf-8")
+        spans = [m.span() for m in self.py_regex.finditer(text)]
+        if not spans:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        arr = np.asarray(spans, dtype=np.int64)
+        char_starts = np.flatnonzero((buf[start:end] & 0xC0) != 0x80).astype(np.int64)
+        char_starts = np.append(char_starts, end - start) + start
+        return char_starts[arr[:, 0]], char_starts[arr[:, 1]]
+
+
+def split_pieces(pieces: Pieces, find: Callable, behavior: int, invert: bool) -> Pieces:
+    out_s: list[np.ndarray] = []
+    out_e: list[np.ndarray] = []
+    for s, e in zip(pieces.starts.tolist(), pieces.ends.tolist()):
+        ms, me = find(pieces.buf, s, e)
+        cap = 2 * ms.shape[0] + 1
+        os_ = np.empty(cap, np.int64)
+        oe = np.empty(cap, np.int64)
+        n = apply_split_behavior(np.int64(s), np.int64(e), ms, me, np.int64(ms.shape[0]),
+                                 np.int64(behavior), invert, os_, oe, np.int64(0))
+        out_s.append(os_[:n])
+        out_e.append(oe[:n])
+    if len(out_s) == 1:
+        return Pieces(pieces.buf, out_s[0], out_e[0], pieces.align)
+    return Pieces(pieces.buf, np.concatenate(out_s) if out_s else np.zeros(0, np.int64),
+                  np.concatenate(out_e) if out_e else np.zeros(0, np.int64), pieces.align)
+
+
+def find_literal(needle: bytes):
+    pattern = np.frombuffer(needle, np.uint8)
+
+    def find(buf, start, end):
+        hay = buf[start:end].tobytes()
+        out = []
+        pos = hay.find(needle)
+        while pos >= 0 and needle:
+            out.append(pos)
+            pos = hay.find(needle, pos + len(needle))
+        st = np.asarray(out, dtype=np.int64) + start
+        return st, st + pattern.shape[0]
+    return find
+
+
+class Split:
+    def __init__(self, config: dict):
+        pattern = config["pattern"]
+        behavior = config.get("behavior", "Isolated")
+        if behavior not in BEHAVIORS:
+            raise UnsupportedComponentError(f"Split behavior {behavior!r}")
+        self.behavior = BEHAVIORS[behavior]
+        self.invert = bool(config.get("invert", False))
+        if "Regex" in pattern:
+            self.find = RegexSplitter(pattern["Regex"]).find
+        elif "String" in pattern:
+            self.find = find_literal(pattern["String"].encode("utf-8"))
+        else:
+            raise UnsupportedComponentError(f"Split pattern {pattern!r}")
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        return split_pieces(pieces, self.find, self.behavior, self.invert)
+
+
+GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def prepend_to_pieces(pieces: Pieces, prefix: bytes, only_if_missing: bool) -> Pieces:
+    """Insert ``prefix`` in front of every piece (that does not already start with it)."""
+    buf = pieces.buf
+    chunks: list[bytes] = []
+    aligns: list[np.ndarray] = []
+    starts, ends = [], []
+    pos = 0
+    base = pieces.align if pieces.align is not None else np.arange(buf.shape[0] + 1, dtype=np.int64)
+    plen = len(prefix)
+    raw = buf.tobytes()
+    for s, e in zip(pieces.starts.tolist(), pieces.ends.tolist()):
+        add = not (only_if_missing and raw[s:s + plen] == prefix)
+        starts.append(pos)
+        if add:
+            chunks.append(prefix)
+            aligns.append(np.full(plen, base[s], np.int64))
+            pos += plen
+        chunks.append(raw[s:e])
+        aligns.append(base[s:e])
+        pos += e - s
+        ends.append(pos)
+    new_buf = np.frombuffer(b"".join(chunks), np.uint8)
+    aligns.append(base[-1:] if not ends else np.asarray([base[pieces.ends[-1]]], np.int64))
+    return Pieces(new_buf, np.asarray(starts, np.int64), np.asarray(ends, np.int64),
+                  np.concatenate(aligns))
+
+
+class ByteLevel:
+    """HF ``ByteLevel``: optional space prefix and GPT-2 regex split; the byte -> unicode mapping
+    itself is a no-op here because kernels work on raw bytes."""
+
+    def __init__(self, config: dict):
+        self.add_prefix_space = bool(config.get("add_prefix_space", True))
+        self.split = RegexSplitter(GPT2_PATTERN).find if config.get("use_regex", True) else None
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        if self.add_prefix_space:
+            pieces = prepend_to_pieces(pieces, b" ", only_if_missing=True)
+        if self.split is not None:
+            pieces = split_pieces(pieces, self.split, BEHAVIORS["Isolated"], False)
+        return pieces
+
+
+class Sequence:
+    def __init__(self, config: dict):
+        self.steps = [build_pre_tokenizer(c) for c in config["pretokenizers"]]
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        for step in self.steps:
+            pieces = step(pieces)
+        return pieces
+
+
+register_pre_tokenizer("Split")(Split)
+register_pre_tokenizer("ByteLevel")(ByteLevel)
+register_pre_tokenizer("Sequence")(Sequence)

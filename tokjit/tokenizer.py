@@ -1,0 +1,344 @@
+"""The :class:`Tokenizer`: the pipeline load -> normalize -> pre-tokenize -> model -> post-process,
+and decode, over one compiled :class:`~tokjit.spec.TokenizerSpec`."""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from . import decoders as decoders_mod
+from .added_tokens import AddedTokenMatcher
+from .errors import InputError, UnknownEncodingError
+from .models import Workspace, build_model
+from .normalizers import build_normalizer
+from .post_processors import build_post_processor
+from .pre_tokenizers import Pieces, build_pre_tokenizer
+from .spec import TokenizerSpec, TokenType
+
+_EMPTY_I64 = np.zeros(0, np.int64)
+
+
+def text_to_utf8(text: str) -> np.ndarray:
+    """UTF-8 bytes of ``text``; lone surrogates (not encodable) become U+FFFD, as tiktoken does."""
+    if not isinstance(text, str):
+        raise InputError(f"expected str, got {type(text).__name__}")
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+    return np.frombuffer(data, np.uint8)
+
+
+class Encoding:
+    """Ids with the byte and character spans each covers in the original text."""
+
+    __slots__ = ("ids", "byte_offsets", "text")
+
+    def __init__(self, ids, byte_offsets, text):
+        self.ids = ids
+        self.byte_offsets = byte_offsets
+        self.text = text
+
+    def __len__(self):
+        return len(self.ids)
+
+    def __repr__(self):
+        return f"Encoding(ids={self.ids[:8]}{'...' if len(self.ids) > 8 else ''}, n={len(self.ids)})"
+
+
+class Tokenizer:
+    """A compiled tokenizer. Build one with :func:`tokjit.load` or :func:`tokjit.get_encoding`.
+
+    Thread-safe: the compiled arrays are read-only and every call uses its own (thread-local)
+    scratch buffers, so one tokenizer may be shared by many threads.
+    """
+
+    def __init__(self, spec: TokenizerSpec):
+        self.spec = spec
+        self.name = spec.source.get("name") or os.path.basename(str(spec.source.get("path", "tokenizer")))
+        self.normalizer = build_normalizer(spec.normalizer)
+        self.pre_tokenizer = build_pre_tokenizer(spec.pre_tokenizer)
+        self.model = build_model(spec)
+        self.post_processor = build_post_processor(spec.post_processor)
+        self.decoder = decoders_mod.build_decoder(spec.decoder)
+        self._local = threading.local()
+        added = spec.added_tokens
+        # parse_special=True: every added token; False: only those the reference always matches
+        self._match_all = AddedTokenMatcher([t for t in added if not t.normalized])
+        self._match_plain = AddedTokenMatcher([t for t in added if not t.normalized and not t.special])
+        self._match_all_norm = AddedTokenMatcher([t for t in added if t.normalized])
+        self._match_plain_norm = AddedTokenMatcher([t for t in added if t.normalized and not t.special])
+        self._token_to_id: dict[str, int] | None = None
+        self._special_ids = np.zeros(max(len(spec.tokens), 1), np.bool_)
+        for t in added:
+            if t.special:
+                self._special_ids[t.id] = True
+        types = spec.token_types
+        self._special_ids[: len(types)] |= (types == TokenType.CONTROL)
+        self._decode_blob, self._decode_offsets = self._build_decode_table()
+
+    # ==============================================================================================
+    # Encoding
+    # ==============================================================================================
+
+    def encode(self, text: str, *, add_special_tokens: bool = False, parse_special: bool = False) -> list[int]:
+        """Encode ``text`` to token ids.
+
+        ``parse_special=False`` (the default, safe for untrusted text): text spelling a special
+        token is tokenized as ordinary text; tokens the reference always matches (non-special
+        added tokens, SentencePiece user-defined pieces) are still matched. ``parse_special=True``:
+        special-token text becomes the special token (HF ``encode``, tiktoken
+        ``allowed_special="all"``, llama.cpp ``parse_special=true``).
+        ``add_special_tokens=True`` adds BOS/EOS or the post-processor template.
+        """
+        ids, _, _ = self._encode_array(text_to_utf8(text), parse_special, want_spans=False)
+        out = ids.tolist()
+        if add_special_tokens:
+            out = self.post_process(out)
+        return out
+
+    def encode_to_numpy(self, text: str, *, add_special_tokens: bool = False,
+                        parse_special: bool = False) -> np.ndarray:
+        ids, _, _ = self._encode_array(text_to_utf8(text), parse_special, want_spans=False)
+        if add_special_tokens and self.post_processor is not None:
+            return np.asarray(self.post_process(ids.tolist()), np.int32)
+        return ids
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """tiktoken's name for ``encode(text, parse_special=False)``."""
+        return self.encode(text)
+
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int | None = None,
+                     add_special_tokens: bool = False, parse_special: bool = False) -> list[list[int]]:
+        """Encode many texts over a thread pool; kernels release the GIL."""
+        def one(t):
+            return self.encode(t, add_special_tokens=add_special_tokens, parse_special=parse_special)
+        return self._map(one, texts, num_threads)
+
+    def encode_batch_numpy(self, texts: Sequence[str], *, num_threads: int | None = None,
+                           add_special_tokens: bool = False, parse_special: bool = False):
+        """Encode many texts into one flat int32 array plus int64 offsets (``len(texts) + 1``)."""
+        def one(t):
+            return self.encode_to_numpy(t, add_special_tokens=add_special_tokens, parse_special=parse_special)
+        parts = self._map(one, texts, num_threads)
+        offsets = np.zeros(len(parts) + 1, np.int64)
+        if parts:
+            np.cumsum([p.shape[0] for p in parts], out=offsets[1:])
+        flat = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
+        return flat, offsets
+
+    def _map(self, fn, items, num_threads):
+        items = list(items)
+        if num_threads is None:
+            num_threads = min(os.cpu_count() or 1, 8)
+        if num_threads <= 1 or len(items) <= 1:
+            return [fn(x) for x in items]
+        chunk = max(1, len(items) // (num_threads * 4))
+        with ThreadPoolExecutor(num_threads) as pool:
+            return list(pool.map(fn, items, chunksize=chunk))
+
+    def encode_with_offsets(self, text: str, *, parse_special: bool = False):
+        """(ids, character offsets) into ``text``: offsets[i] = (start, end) of token i."""
+        buf = text_to_utf8(text)
+        ids, s, e = self._encode_array(buf, parse_special, want_spans=True)
+        char_index = np.zeros(buf.shape[0] + 1, np.int64)
+        is_start = (buf & 0xC0) != 0x80
+        char_index[1:] = np.cumsum(is_start)
+        # a span that ends inside a character covers it; a start inside a character points to it
+        starts = char_index[s] - ((s < buf.shape[0]) & ~np.append(is_start, True)[s])
+        ends = char_index[e]
+        return ids.tolist(), list(zip(starts.tolist(), ends.tolist()))
+
+    def post_process(self, ids: list[int]) -> list[int]:
+        if self.post_processor is None:
+            return ids
+        return self.post_processor(ids)
+
+    def _workspace(self) -> Workspace:
+        ws = getattr(self._local, "ws", None)
+        if ws is None:
+            ws = self._local.ws = Workspace()
+        return ws
+
+    def _encode_array(self, buf: np.ndarray, parse_special: bool, want_spans: bool):
+        """Ids (int32) and, with ``want_spans``, the byte span of each id in ``buf``."""
+        matcher = self._match_all if parse_special else self._match_plain
+        ms, me, mids = matcher.find(buf, 0, buf.shape[0])
+        if ms.shape[0] == 0:
+            return self._encode_segment(buf, 0, buf.shape[0], parse_special, want_spans)
+        ids_parts, s_parts, e_parts = [], [], []
+        pos = 0
+        for s, e, tid in zip(ms.tolist(), me.tolist(), mids.tolist()):
+            if s > pos:
+                a, b, c = self._encode_segment(buf, pos, s, parse_special, want_spans)
+                ids_parts.append(a)
+                s_parts.append(b)
+                e_parts.append(c)
+            ids_parts.append(np.asarray([tid], np.int32))
+            s_parts.append(np.asarray([s], np.int64))
+            e_parts.append(np.asarray([e], np.int64))
+            pos = e
+        if pos < buf.shape[0]:
+            a, b, c = self._encode_segment(buf, pos, buf.shape[0], parse_special, want_spans)
+            ids_parts.append(a)
+            s_parts.append(b)
+            e_parts.append(c)
+        return np.concatenate(ids_parts), np.concatenate(s_parts), np.concatenate(e_parts)
+
+    def _encode_segment(self, buf: np.ndarray, start: int, end: int, parse_special: bool, want_spans: bool):
+        seg = buf[start:end]
+        align = None
+        if self.normalizer is not None:
+            seg, align = self.normalizer(seg, None)
+            norm_matcher = self._match_all_norm if parse_special else self._match_plain_norm
+            if not norm_matcher.empty:
+                return self._encode_normalized_with_added(seg, align, start, norm_matcher)
+        return self._encode_normalized(seg, align, start)
+
+    def _encode_normalized_with_added(self, seg, align, offset, matcher):
+        ms, me, mids = matcher.find(seg, 0, seg.shape[0])
+        if ms.shape[0] == 0:
+            return self._encode_normalized(seg, align, offset)
+        base = np.arange(seg.shape[0] + 1, dtype=np.int64) if align is None else align
+        parts = []
+        pos = 0
+        for s, e, tid in zip(ms.tolist(), me.tolist(), mids.tolist()):
+            if s > pos:
+                parts.append(self._encode_normalized(seg[pos:s], base[pos:s + 1] - 0, offset))
+            parts.append((np.asarray([tid], np.int32), np.asarray([offset + base[s]], np.int64),
+                          np.asarray([offset + base[e]], np.int64)))
+            pos = e
+        if pos < seg.shape[0]:
+            parts.append(self._encode_normalized(seg[pos:], base[pos:], offset))
+        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                np.concatenate([p[2] for p in parts]))
+
+    def _encode_normalized(self, seg, align, offset):
+        if seg.shape[0] == 0:
+            return np.zeros(0, np.int32), _EMPTY_I64, _EMPTY_I64
+        pieces = Pieces.whole(seg, align)
+        if self.pre_tokenizer is not None:
+            pieces = self.pre_tokenizer(pieces)
+        ids, ts, te = self.model.encode_pieces(pieces.buf, pieces.starts, pieces.ends, self._workspace())
+        if pieces.align is not None:
+            ts = pieces.align[ts]
+            te = pieces.align[te]
+        return ids, ts + offset, te + offset
+
+    # ==============================================================================================
+    # Decoding
+    # ==============================================================================================
+
+    def _build_decode_table(self):
+        """Per-id bytes for the fast decode path (``None`` when the decoder chain needs context)."""
+        spec = self.spec
+        if self.decoder is not None and not isinstance(self.decoder, decoders_mod.ByteLevel):
+            fast = getattr(self.decoder, "token_bytes_table", None)
+            if fast is None:
+                return None, None
+            return fast(spec)
+        from .compile import pack_bytes
+        tokens = list(spec.tokens)
+        for t in spec.added_tokens:
+            tokens[t.id] = t.content.encode("utf-8")
+        return pack_bytes(tokens)
+
+    def _check_ids(self, ids) -> np.ndarray:
+        arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+        n = len(self.spec.tokens)
+        if arr.size and (arr.min() < 0 or arr.max() >= n):
+            bad = int(arr[(arr < 0) | (arr >= n)][0])
+            raise InputError(f"token id {bad} is outside the vocabulary (size {n})")
+        return arr
+
+    def decode_bytes(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> bytes:
+        """The bytes the ids stand for (no UTF-8 repair)."""
+        arr = self._check_ids(list(ids) if not isinstance(ids, np.ndarray) else ids)
+        if self._decode_blob is None:
+            return self._decode_chain(arr, skip_special_tokens).encode("utf-8", "surrogatepass")
+        skip = self._special_ids if skip_special_tokens else np.zeros_like(self._special_ids)
+        n = decoders_mod.gathered_length(arr, np.int64(arr.shape[0]), self._decode_offsets, skip)
+        out = np.empty(n, np.uint8)
+        decoders_mod.gather_token_bytes(arr, np.int64(arr.shape[0]), self._decode_blob,
+                                        self._decode_offsets, skip, out)
+        data = out.tobytes()
+        post = getattr(self.decoder, "post_bytes", None)
+        return post(data) if post is not None else data
+
+    def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False, errors: str = "replace") -> str:
+        """Decode ids to text; invalid UTF-8 becomes U+FFFD unless ``errors`` says otherwise."""
+        arr = self._check_ids(list(ids) if not isinstance(ids, np.ndarray) else ids)
+        if self._decode_blob is None:
+            return self._decode_chain(arr, skip_special_tokens)
+        return self.decode_bytes(arr, skip_special_tokens=skip_special_tokens).decode("utf-8", errors)
+
+    def _decode_chain(self, arr: np.ndarray, skip_special_tokens: bool) -> str:
+        tokens = []
+        for t in arr.tolist():
+            if skip_special_tokens and self._special_ids[t]:
+                continue
+            tokens.append(self.id_to_token(t))
+        if self.decoder is not None:
+            tokens = self.decoder.decode_chain(tokens)
+        return "".join(tokens)
+
+    def decode_batch(self, batch: Sequence[Sequence[int]], *, skip_special_tokens: bool = False,
+                     num_threads: int | None = None) -> list[str]:
+        return self._map(lambda ids: self.decode(ids, skip_special_tokens=skip_special_tokens), batch,
+                         num_threads)
+
+    # ==============================================================================================
+    # Vocabulary
+    # ==============================================================================================
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.spec.tokens)
+
+    @property
+    def n_vocab(self) -> int:
+        return self.vocab_size
+
+    def id_to_token(self, tid: int) -> str:
+        """The token's string as its source file spells it (GPT-2 byte-level strings for byte-level
+        BPE, pieces with U+2581 for SentencePiece)."""
+        spec = self.spec
+        if not 0 <= tid < len(spec.tokens):
+            raise InputError(f"token id {tid} is outside the vocabulary (size {len(spec.tokens)})")
+        names = spec.source.get("token_strings")
+        if names is not None:
+            return names[tid]
+        return spec.tokens[tid].decode("utf-8", "replace")
+
+    def token_to_id(self, token: str) -> int | None:
+        if self._token_to_id is None:
+            mapping = {}
+            for i in range(len(self.spec.tokens)):
+                mapping.setdefault(self.id_to_token(i), i)
+            for t in self.spec.added_tokens:
+                mapping[t.content] = t.id
+            self._token_to_id = mapping
+        return self._token_to_id.get(token)
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return {t.content: t.id for t in self.spec.added_tokens if t.special}
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self.spec.bos_id
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self.spec.eos_id
+
+    def __repr__(self) -> str:
+        return (f"<tokjit.Tokenizer {self.name!r} model={self.spec.model.get('type')} "
+                f"vocab={self.vocab_size}>")
+
+
+__all__ = ["Tokenizer", "Encoding", "text_to_utf8", "UnknownEncodingError"]
