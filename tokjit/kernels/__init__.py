@@ -1,0 +1,1 @@
+"""numba kernels: flat numpy arrays in, flat numpy arrays out."""
