@@ -1,0 +1,453 @@
+"""Numba backtracking VM for tokjit's pre-tokenization regexes, plus the :class:`CompiledRegex` wrapper.
+
+The program comes from :mod:`tokjit.pretokenize.regex_compiler`.  Matching semantics mirror
+the backtracking engines the references use (Python ``regex``, Oniguruma in HF tokenizers,
+fancy-regex in tiktoken): leftmost-first alternation, greedy/lazy/possessive quantifiers, atomic
+groups and lookaround, successive non-overlapping matches like ``finditer``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from tokjit.pretokenize.regex_compiler import (  # noqa: F401  (re-exported)
+    Program,
+    UnsupportedPatternError,
+    compile_pattern,
+)
+
+__all__ = ["CompiledRegex", "RegexBudgetError", "UnsupportedPatternError", "find_matches"]
+
+# return codes
+ERR_OUT_FULL = -1
+ERR_STACK_FULL = -2
+ERR_BUDGET = -3
+
+# frame kinds (4 int64 per frame: kind, a, b, c)
+_F_BT = 0          # a=pc b=pos
+_F_BARRIER = 1     # atomic group
+_F_LOOK_POS = 2    # a=saved pos
+_F_LOOK_NEG = 3    # a=saved pos b=continuation pc
+_F_GREEDY = 4      # a=next pc b=pos c=min pos
+_F_LAZY = 5        # a=rep pc b=pos c=count
+
+
+class RegexBudgetError(RuntimeError):
+    """The matcher exceeded its step budget even with memoization (pathological pattern)."""
+
+
+@njit(cache=True, nogil=True)
+def _decode(buf, p):
+    b0 = np.int64(buf[p])
+    if b0 < 0x80:
+        return b0, 1
+    if b0 < 0xE0:
+        return ((b0 & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F), 2
+    if b0 < 0xF0:
+        return (((b0 & 0x0F) << 12) | ((np.int64(buf[p + 1]) & 0x3F) << 6)
+                | (np.int64(buf[p + 2]) & 0x3F)), 3
+    return (((b0 & 0x07) << 18) | ((np.int64(buf[p + 1]) & 0x3F) << 12)
+            | ((np.int64(buf[p + 2]) & 0x3F) << 6) | (np.int64(buf[p + 3]) & 0x3F)), 4
+
+
+@njit(cache=True, nogil=True)
+def _prev(buf, p):
+    p -= 1
+    while (buf[p] & 0xC0) == 0x80:
+        p -= 1
+    return p
+
+
+@njit(cache=True, nogil=True)
+def _in_class(k, cp, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc):
+    if cp < 128:
+        return cls_ascii[k, cp] != 0
+    r = (cls_mask[k] >> np.uint64(gc[cp])) & np.uint64(1)
+    hit = r != 0
+    if not hit:
+        lo = np.int64(cls_roff[k])
+        end = np.int64(cls_roff[k + 1])
+        hi = end
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if cls_ranges[2 * mid + 1] < cp:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < end and cls_ranges[2 * lo] <= cp:
+            hit = True
+    return hit != (cls_neg[k] != 0)
+
+
+@njit(cache=True, nogil=True)
+def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff,
+                 cls_ranges, gc, params, out_starts, out_ends, stack):
+    """All successive non-overlapping matches of a compiled regex in ``buf[start:end]`` (UTF-8).
+
+    Backtracking VM over ``prog`` (int32[n, 4]: op, a, b, c) with an explicit frame stack
+    (4 int64 per frame), decoding UTF-8 on the fly; leftmost-first alternation, greedy / lazy /
+    possessive repetition (single-class loops run as one instruction that gives back one code
+    point per backtrack), atomic groups and lookaround via barrier frames.  Semantics follow
+    Python ``regex.finditer`` / Oniguruma / fancy-regex, including the empty-match rule (after an
+    empty match the next attempt at the same position must be non-empty).
+    ``[start, end)`` is the whole subject for anchors and lookbehind.
+
+    ``params`` = (use_memo, step_budget, n_memo_slots).  With use_memo, loop states (pc, pos) that
+    already failed are remembered in a bitset at the front of ``stack`` (valid because the pattern
+    has no backreferences; states inside lookaround are not memoized), which bounds the work by
+    O(n_memo_slots * n) plus lookaround bodies.  Without it the VM is plain backtracking and gives
+    up with ERR_BUDGET (-3) when ``step_budget`` is exceeded so the caller can retry with memo.
+
+    Returns the number of matches written to ``out_starts``/``out_ends`` (byte offsets), or
+    -1 (output arrays too small) / -2 (stack too small) / -3 (step budget exceeded).
+    """
+    use_memo = params[0] != 0
+    budget = params[1]
+    n_memo = params[2]
+    nlen = end - start + 1
+    memo_words = 0
+    if use_memo:
+        memo_words = (n_memo * nlen + 63) // 64
+        if memo_words + 64 > stack.shape[0]:
+            return -2
+        for i in range(memo_words):
+            stack[i] = 0
+    base = memo_words
+    cap = stack.shape[0] - 4
+    n_out = 0
+    steps = np.int64(0)
+    s = start
+    notempty = False
+    max_out = out_starts.shape[0]
+    while s <= end:
+        sp = base
+        pc = 0
+        pos = s
+        matched = False
+        while True:
+            steps += 1
+            if steps > budget:
+                return -3
+            op = prog[pc, 0]
+            fail = False
+            if op == 0:  # CLASS
+                if pos < end:
+                    cp, ln = _decode(buf, pos)
+                    if _in_class(prog[pc, 1], cp, cls_ascii, cls_mask, cls_neg, cls_roff,
+                                 cls_ranges, gc):
+                        pos += ln
+                        pc += 1
+                    else:
+                        fail = True
+                else:
+                    fail = True
+            elif op == 1:  # REP
+                k = prog[pc, 1]
+                mn = prog[pc, 2]
+                ri = prog[pc, 3]
+                mx = rep_info[ri, 0]
+                mode = rep_info[ri, 1]
+                slot = rep_info[ri, 2]
+                p = pos
+                cnt = 0
+                while cnt < mn:
+                    if p < end:
+                        cp, ln = _decode(buf, p)
+                        if _in_class(k, cp, cls_ascii, cls_mask, cls_neg, cls_roff,
+                                     cls_ranges, gc):
+                            p += ln
+                            cnt += 1
+                            continue
+                    fail = True
+                    break
+                if not fail:
+                    memo_on = use_memo and slot >= 0
+                    if memo_on:
+                        bit = slot * nlen + (p - start)
+                        if (stack[bit >> 6] >> (bit & 63)) & 1:
+                            fail = True
+                    if not fail:
+                        if mode == 1:  # lazy
+                            if mx < 0 or cnt < mx:
+                                if sp + 4 > cap:
+                                    return -2
+                                stack[sp] = 5
+                                stack[sp + 1] = pc
+                                stack[sp + 2] = p
+                                stack[sp + 3] = cnt
+                                sp += 4
+                            pos = p
+                            pc += 1
+                        else:
+                            pm = p
+                            while mx < 0 or cnt < mx:
+                                if memo_on:
+                                    bit = slot * nlen + (p - start)
+                                    stack[bit >> 6] |= np.int64(1) << (bit & 63)
+                                if p >= end:
+                                    break
+                                cp, ln = _decode(buf, p)
+                                if not _in_class(k, cp, cls_ascii, cls_mask, cls_neg, cls_roff,
+                                                 cls_ranges, gc):
+                                    break
+                                p += ln
+                                cnt += 1
+                            steps += cnt
+                            if mode == 0 and p > pm:
+                                if sp + 4 > cap:
+                                    return -2
+                                stack[sp] = 4
+                                stack[sp + 1] = pc + 1
+                                stack[sp + 2] = p
+                                stack[sp + 3] = pm
+                                sp += 4
+                            pos = p
+                            pc += 1
+            elif op == 2:  # SPLIT
+                slot = prog[pc, 3]
+                if use_memo and slot >= 0:
+                    bit = slot * nlen + (pos - start)
+                    w = bit >> 6
+                    m = np.int64(1) << (bit & 63)
+                    if stack[w] & m:
+                        fail = True
+                    else:
+                        stack[w] |= m
+                if not fail:
+                    if sp + 4 > cap:
+                        return -2
+                    stack[sp] = 0
+                    stack[sp + 1] = prog[pc, 2]
+                    stack[sp + 2] = pos
+                    sp += 4
+                    pc = prog[pc, 1]
+            elif op == 3:  # JMP
+                pc = prog[pc, 1]
+            elif op == 4:  # MATCH
+                if notempty and pos == s:
+                    fail = True
+                else:
+                    matched = True
+                    break
+            elif op == 5:  # ATOMIC_START
+                if sp + 4 > cap:
+                    return -2
+                stack[sp] = 1
+                sp += 4
+                pc += 1
+            elif op == 6:  # ATOMIC_END
+                q = sp - 4
+                while stack[q] != 1:
+                    q -= 4
+                sp = q
+                pc += 1
+            elif op == 7:  # LOOK_START
+                kind = prog[pc, 1]
+                neg = (kind & 1) != 0
+                p = pos
+                ok = True
+                if kind & 2:
+                    for _ in range(prog[pc, 3]):
+                        if p <= start:
+                            ok = False
+                            break
+                        p = _prev(buf, p)
+                if not ok:
+                    if neg:
+                        pc = prog[pc, 2]
+                    else:
+                        fail = True
+                else:
+                    if sp + 4 > cap:
+                        return -2
+                    stack[sp] = 3 if neg else 2
+                    stack[sp + 1] = pos
+                    stack[sp + 2] = prog[pc, 2]
+                    sp += 4
+                    pos = p
+                    pc += 1
+            elif op == 8:  # LOOK_END
+                q = sp - 4
+                while stack[q] != 2 and stack[q] != 3:
+                    q -= 4
+                sp = q
+                if stack[q] == 2:
+                    pos = stack[q + 1]
+                    pc = stack[q + 2]
+                else:
+                    fail = True
+            else:  # ASSERT
+                kind = prog[pc, 1]
+                ok = False
+                if kind == 0:
+                    ok = pos == start
+                elif kind == 1:
+                    ok = pos == end
+                elif kind == 2:
+                    ok = pos == end or (pos == end - 1 and buf[pos] == 10)
+                elif kind == 3:
+                    ok = pos == start or buf[pos - 1] == 10
+                elif kind == 4:
+                    ok = pos == end or buf[pos] == 10
+                else:
+                    wk = prog[pc, 2]
+                    before = False
+                    after = False
+                    if pos > start:
+                        cp, ln = _decode(buf, _prev(buf, pos))
+                        before = _in_class(wk, cp, cls_ascii, cls_mask, cls_neg, cls_roff,
+                                           cls_ranges, gc)
+                    if pos < end:
+                        cp, ln = _decode(buf, pos)
+                        after = _in_class(wk, cp, cls_ascii, cls_mask, cls_neg, cls_roff,
+                                          cls_ranges, gc)
+                    ok = (before != after) == (kind == 5)
+                if ok:
+                    pc += 1
+                else:
+                    fail = True
+            if fail:
+                resumed = False
+                while sp > base:
+                    sp -= 4
+                    fk = stack[sp]
+                    if fk == 0:
+                        pc = stack[sp + 1]
+                        pos = stack[sp + 2]
+                        resumed = True
+                        break
+                    elif fk == 4:
+                        npc = stack[sp + 1]
+                        p = _prev(buf, stack[sp + 2])
+                        pm = stack[sp + 3]
+                        if p > pm:
+                            stack[sp + 2] = p
+                            sp += 4
+                        pc = npc
+                        pos = p
+                        resumed = True
+                        break
+                    elif fk == 3:
+                        pos = stack[sp + 1]
+                        pc = stack[sp + 2]
+                        resumed = True
+                        break
+                    elif fk == 5:
+                        rpc = stack[sp + 1]
+                        p = stack[sp + 2]
+                        cnt = stack[sp + 3]
+                        k = prog[rpc, 1]
+                        mx = rep_info[prog[rpc, 3], 0]
+                        if (mx < 0 or cnt < mx) and p < end:
+                            cp, ln = _decode(buf, p)
+                            if _in_class(k, cp, cls_ascii, cls_mask, cls_neg, cls_roff,
+                                         cls_ranges, gc):
+                                p += ln
+                                cnt += 1
+                                if mx < 0 or cnt < mx:
+                                    stack[sp + 2] = p
+                                    stack[sp + 3] = cnt
+                                    sp += 4
+                                pc = rpc + 1
+                                pos = p
+                                resumed = True
+                                break
+                    # barriers / positive-lookaround frames: discard and keep failing
+                if not resumed:
+                    break
+        if matched:
+            if n_out >= max_out:
+                return -1
+            out_starts[n_out] = s
+            out_ends[n_out] = pos
+            n_out += 1
+            if use_memo:
+                for sl in range(n_memo):
+                    bit = sl * nlen + (pos - start)
+                    stack[bit >> 6] &= ~(np.int64(1) << (bit & 63))
+            if pos == s:
+                notempty = True
+            else:
+                notempty = False
+                s = pos
+        else:
+            notempty = False
+            if s >= end:
+                break
+            _, ln = _decode(buf, s)
+            s += ln
+    return n_out
+
+
+class CompiledRegex:
+    """A pre-tokenization regex compiled for the numba VM.
+
+    ``CompiledRegex(pattern, syntax="python", unicode_table="tokenizers")``; see
+    :mod:`tokjit.pretokenize.regex_compiler` for the supported syntax, the ``syntax`` choices
+    (anchor semantics of regex / Oniguruma / fancy-regex) and ``unicode_table`` (``"tokenizers"``
+    = Unicode 16 as HF tokenizers and tiktoken see it, ``"regex"`` = the regex module's newer
+    Unicode, ``"ucd"`` = this Python's unicodedata).
+    Raises :class:`UnsupportedPatternError` for constructs the VM does not implement.
+    """
+
+    def __init__(self, pattern: str, *, syntax: str = "python", unicode_table: str = "tokenizers",
+                 step_budget_per_byte: int = 256):
+        self.pattern = pattern
+        self.syntax = syntax
+        self.unicode_table = unicode_table
+        self.program = compile_pattern(pattern, syntax=syntax, unicode_table=unicode_table)
+        self._step_budget_per_byte = step_budget_per_byte
+
+    def __repr__(self):
+        return f"CompiledRegex({self.pattern!r}, syntax={self.syntax!r}, unicode_table={self.unicode_table!r})"
+
+    def find_spans(self, buf, start: int = 0, end: int | None = None):
+        """Byte spans ``(starts, ends)`` (int64 arrays) of all successive matches in UTF-8 ``buf``.
+
+        ``buf`` is ``bytes``/``bytearray``/uint8 array holding valid UTF-8 (``str`` is encoded);
+        ``[start, end)`` must lie on character boundaries and is treated as the whole subject.
+        """
+        if isinstance(buf, str):
+            buf = buf.encode("utf-8")
+        arr = np.frombuffer(buf, np.uint8) if not isinstance(buf, np.ndarray) else buf
+        if end is None:
+            end = arr.shape[0]
+        n = end - start
+        prog = self.program
+        out_cap = n // 2 + 16
+        starts = np.empty(out_cap, np.int64)
+        ends = np.empty(out_cap, np.int64)
+        use_memo = 0
+        stack = np.empty(4096, np.int64)
+        while True:
+            if use_memo:
+                budget = (64 + 16 * prog.prog.shape[0]) * (n + 1) + 10_000_000
+            else:
+                budget = self._step_budget_per_byte * (n + 1) + 100_000
+            params = np.array([use_memo, budget, prog.n_memo], np.int64)
+            r = find_matches(arr, start, end, prog.prog, prog.rep_info, prog.cls_ascii,
+                             prog.cls_mask, prog.cls_neg, prog.cls_roff, prog.cls_ranges, prog.gc,
+                             params, starts, ends, stack)
+            if r >= 0:
+                return starts[:r].copy(), ends[:r].copy()
+            if r == ERR_OUT_FULL:
+                out_cap = 2 * n + 16
+                starts = np.empty(out_cap, np.int64)
+                ends = np.empty(out_cap, np.int64)
+            elif r == ERR_STACK_FULL:
+                need = (prog.n_memo * (n + 1) + 63) // 64 + 64 if use_memo else 0
+                stack = np.empty(max(2 * stack.shape[0], need + 4096), np.int64)
+            elif r == ERR_BUDGET:
+                if use_memo:
+                    raise RegexBudgetError(
+                        f"regex {self.pattern!r} exceeded its step budget on {n} bytes "
+                        "even with memoization")
+                use_memo = 1
+            else:  # pragma: no cover
+                raise RuntimeError(f"find_matches returned {r}")
+
+    def find_all(self, text: str) -> list[str]:
+        """Convenience: the matched substrings of ``text`` (like ``regex.findall`` without groups)."""
+        b = text.encode("utf-8")
+        s, e = self.find_spans(b)
+        return [b[i:j].decode("utf-8") for i, j in zip(s.tolist(), e.tolist())]
