@@ -53,10 +53,12 @@ class UnsupportedPatternError(ValueError):
 
 
 # ----------------------------------------------------------------------------- opcodes
-# prog is int32[n, 4]: (op, a, b, c)
+# prog is int32[n, 5]: (op, a, b, c, guard); guard (SPLIT only) = class every match of the first
+# branch must start with (-1: none): if the next code point is not in it, the VM takes the second
+# branch directly.
 OP_CLASS = 0         # a=class: consume one code point in class
 OP_REP = 1           # a=class b=min c=index into rep_info (max, mode, memo slot)
-OP_SPLIT = 2         # a=first pc, b=second pc, c=memo slot (-1: none)
+OP_SPLIT = 2         # a=first pc, b=second pc, c=memo slot (-1: none), guard
 OP_JMP = 3           # a=target
 OP_MATCH = 4
 OP_ATOMIC_START = 5
@@ -591,6 +593,39 @@ def _width(node):
     raise AssertionError(t)
 
 
+def _first(node):
+    """Bool array of code points a match of ``node`` can start with (ignoring what follows when
+    ``node`` can match empty), or None when unknown (assertions / lookaround up front)."""
+    t = node[0]
+    if t == "set":
+        return node[1]
+    if t == "empty":
+        return False
+    if t in ("assert", "look"):
+        return None
+    if t in ("rep", "atomic"):
+        return _first(node[1])
+    if t == "alt":
+        acc = False
+        for n in node[1]:
+            f = _first(n)
+            if f is None:
+                return None
+            acc = acc | f
+        return acc
+    if t == "cat":
+        acc = False
+        for n in node[1]:
+            f = _first(n)
+            if f is None:
+                return None
+            acc = acc | f
+            if _width(n)[0] > 0:
+                break
+        return acc
+    raise AssertionError(t)
+
+
 # ----------------------------------------------------------------------------- code generation
 
 class Program:
@@ -615,8 +650,8 @@ class Program:
         names = ["CLASS", "REP", "SPLIT", "JMP", "MATCH", "ATOMIC_START", "ATOMIC_END",
                  "LOOK_START", "LOOK_END", "ASSERT"]
         lines = []
-        for pc, (op, a, b, c) in enumerate(self.prog.tolist()):
-            extra = ""
+        for pc, (op, a, b, c, g) in enumerate(self.prog.tolist()):
+            extra = f" guard={g}" if g >= 0 else ""
             if op == OP_REP:
                 extra = " max=%d mode=%d memo=%d" % tuple(self.rep_info[c])
             lines.append(f"{pc:4d} {names[op]:12s} {a} {b} {c}{extra}")
@@ -643,11 +678,20 @@ class _Gen:
             self.class_sets.append(s)
         return k
 
-    def emit(self, op, a=0, b=0, c=0):
+    def emit(self, op, a=0, b=0, c=0, guard=-1):
         if len(self.code) >= MAX_PROGRAM:
             raise UnsupportedPatternError("pattern too large after expanding counted repetitions")
-        self.code.append([op, a, b, c])
+        self.code.append([op, a, b, c, guard])
         return len(self.code) - 1
+
+    def guard(self, node):
+        """Class index every match of ``node`` starts with, or -1 (node nullable / unknown)."""
+        if _width(node)[0] == 0:
+            return -1
+        f = _first(node)
+        if f is None or f is False or f.all():
+            return -1
+        return self.cls(f)
 
     def memo_slot(self):
         if self.in_look:
@@ -669,7 +713,7 @@ class _Gen:
             alts = node[1]
             for k, n in enumerate(alts):
                 if k < len(alts) - 1:
-                    sp = self.emit(OP_SPLIT, 0, 0, -1)
+                    sp = self.emit(OP_SPLIT, 0, 0, -1, self.guard(n))
                     self.code[sp][1] = len(self.code)
                     self.gen(n)
                     jumps.append(self.emit(OP_JMP))
@@ -725,7 +769,8 @@ class _Gen:
             self.gen(body)
         if hi == INF:
             # L: SPLIT body, exit ; body ; JMP L
-            sp = self.emit(OP_SPLIT, 0, 0, self.memo_slot())
+            sp = self.emit(OP_SPLIT, 0, 0, self.memo_slot(),
+                           self.guard(body) if mode != MODE_LAZY else -1)
             start = len(self.code)
             self.gen(body)
             self.emit(OP_JMP, sp)
@@ -737,7 +782,7 @@ class _Gen:
             return
         splits = []
         for _ in range(hi - lo):
-            sp = self.emit(OP_SPLIT, 0, 0, -1)
+            sp = self.emit(OP_SPLIT, 0, 0, -1, self.guard(body) if mode != MODE_LAZY else -1)
             splits.append(sp)
             self.code[sp][1] = len(self.code)
             self.gen(body)
@@ -802,7 +847,15 @@ def compile_pattern(pattern: str, *, syntax: str = "python", unicode_table: str 
     g.gen(ast)
     g.emit(OP_MATCH)
     ascii_tab, masks, negs, roff, ranges = _class_tables(ctx, g.class_sets)
-    prog = np.array(g.code, np.int32).reshape(-1, 4)
+    code = g.code
+    for ins in code:  # jump threading
+        if ins[0] in (OP_JMP, OP_SPLIT):
+            for j in (1, 2) if ins[0] == OP_SPLIT else (1,):
+                seen = 0
+                while code[ins[j]][0] == OP_JMP and seen < 100:
+                    ins[j] = code[ins[j]][1]
+                    seen += 1
+    prog = np.array(code, np.int32).reshape(-1, 5)
     rep = np.array(g.rep_info if g.rep_info else [(0, 0, -1)], np.int32).reshape(-1, 3)
     return Program(pattern, syntax, unicode_table, prog, rep, ascii_tab, masks, negs, roff,
                    ranges, ctx.gc, g.n_memo)

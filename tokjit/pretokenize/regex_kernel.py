@@ -59,11 +59,10 @@ def _prev(buf, p):
 
 
 @njit(cache=True, nogil=True)
-def _in_class(k, cp, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc):
-    if cp < 128:
-        return cls_ascii[k, cp] != 0
-    r = (cls_mask[k] >> np.uint64(gc[cp])) & np.uint64(1)
-    hit = r != 0
+def _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc):
+    """Length of the non-ASCII code point at ``p`` if it is in class ``k``, else 0."""
+    cp, ln = _decode(buf, p)
+    hit = ((cls_mask[k] >> np.uint64(gc[cp])) & np.uint64(1)) != 0
     if not hit:
         lo = np.int64(cls_roff[k])
         end = np.int64(cls_roff[k + 1])
@@ -76,7 +75,9 @@ def _in_class(k, cp, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc):
                 hi = mid
         if lo < end and cls_ranges[2 * lo] <= cp:
             hit = True
-    return hit != (cls_neg[k] != 0)
+    if hit != (cls_neg[k] != 0):
+        return ln
+    return 0
 
 
 @njit(cache=True, nogil=True)
@@ -84,10 +85,11 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                  cls_ranges, gc, params, out_starts, out_ends, stack):
     """All successive non-overlapping matches of a compiled regex in ``buf[start:end]`` (UTF-8).
 
-    Backtracking VM over ``prog`` (int32[n, 4]: op, a, b, c) with an explicit frame stack
+    Backtracking VM over ``prog`` (int32[n, 5]: op, a, b, c, guard) with an explicit frame stack
     (4 int64 per frame), decoding UTF-8 on the fly; leftmost-first alternation, greedy / lazy /
     possessive repetition (single-class loops run as one instruction that gives back one code
-    point per backtrack), atomic groups and lookaround via barrier frames.  Semantics follow
+    point per backtrack), alternatives skipped without a frame when the next code point cannot
+    start them (SPLIT guard class), atomic groups and lookaround via barrier frames.  Semantics follow
     Python ``regex.finditer`` / Oniguruma / fancy-regex, including the empty-match rule (after an
     empty match the next attempt at the same position must be non-empty).
     ``[start, end)`` is the whole subject for anchors and lookbehind.
@@ -131,14 +133,16 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
             op = prog[pc, 0]
             fail = False
             if op == 0:  # CLASS
+                ln = 0
                 if pos < end:
-                    cp, ln = _decode(buf, pos)
-                    if _in_class(prog[pc, 1], cp, cls_ascii, cls_mask, cls_neg, cls_roff,
-                                 cls_ranges, gc):
-                        pos += ln
-                        pc += 1
+                    b0 = buf[pos]
+                    if b0 < 128:
+                        ln = np.int64(cls_ascii[prog[pc, 1], b0])
                     else:
-                        fail = True
+                        ln = _class_len_slow(prog[pc, 1], buf, pos, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+                if ln:
+                    pos += ln
+                    pc += 1
                 else:
                     fail = True
             elif op == 1:  # REP
@@ -151,15 +155,18 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                 p = pos
                 cnt = 0
                 while cnt < mn:
+                    ln = 0
                     if p < end:
-                        cp, ln = _decode(buf, p)
-                        if _in_class(k, cp, cls_ascii, cls_mask, cls_neg, cls_roff,
-                                     cls_ranges, gc):
-                            p += ln
-                            cnt += 1
-                            continue
-                    fail = True
-                    break
+                        b0 = buf[p]
+                        if b0 < 128:
+                            ln = np.int64(cls_ascii[k, b0])
+                        else:
+                            ln = _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+                    if ln == 0:
+                        fail = True
+                        break
+                    p += ln
+                    cnt += 1
                 if not fail:
                     memo_on = use_memo and slot >= 0
                     if memo_on:
@@ -186,9 +193,12 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                                     stack[bit >> 6] |= np.int64(1) << (bit & 63)
                                 if p >= end:
                                     break
-                                cp, ln = _decode(buf, p)
-                                if not _in_class(k, cp, cls_ascii, cls_mask, cls_neg, cls_roff,
-                                                 cls_ranges, gc):
+                                b0 = buf[p]
+                                if b0 < 128:
+                                    ln = np.int64(cls_ascii[k, b0])
+                                else:
+                                    ln = _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+                                if ln == 0:
                                     break
                                 p += ln
                                 cnt += 1
@@ -204,6 +214,19 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                             pos = p
                             pc += 1
             elif op == 2:  # SPLIT
+                g = prog[pc, 4]
+                if g >= 0:
+                    skip = True
+                    if pos < end:
+                        b0 = buf[pos]
+                        if b0 < 128:
+                            lnx = np.int64(cls_ascii[g, b0])
+                        else:
+                            lnx = _class_len_slow(g, buf, pos, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+                        skip = lnx == 0
+                    if skip:
+                        pc = prog[pc, 2]
+                        continue
                 slot = prog[pc, 3]
                 if use_memo and slot >= 0:
                     bit = slot * nlen + (pos - start)
@@ -251,7 +274,9 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                         if p <= start:
                             ok = False
                             break
-                        p = _prev(buf, p)
+                        p -= 1
+                        while (buf[p] & 0xC0) == 0x80:
+                            p -= 1
                 if not ok:
                     if neg:
                         pc = prog[pc, 2]
@@ -294,13 +319,22 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                     before = False
                     after = False
                     if pos > start:
-                        cp, ln = _decode(buf, _prev(buf, pos))
-                        before = _in_class(wk, cp, cls_ascii, cls_mask, cls_neg, cls_roff,
-                                           cls_ranges, gc)
+                        pq = pos - 1
+                        while (buf[pq] & 0xC0) == 0x80:
+                            pq -= 1
+                        b0 = buf[pq]
+                        if b0 < 128:
+                            lnx = np.int64(cls_ascii[wk, b0])
+                        else:
+                            lnx = _class_len_slow(wk, buf, pq, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+                        before = lnx != 0
                     if pos < end:
-                        cp, ln = _decode(buf, pos)
-                        after = _in_class(wk, cp, cls_ascii, cls_mask, cls_neg, cls_roff,
-                                          cls_ranges, gc)
+                        b0 = buf[pos]
+                        if b0 < 128:
+                            lnx = np.int64(cls_ascii[wk, b0])
+                        else:
+                            lnx = _class_len_slow(wk, buf, pos, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+                        after = lnx != 0
                     ok = (before != after) == (kind == 5)
                 if ok:
                     pc += 1
@@ -318,7 +352,9 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                         break
                     elif fk == 4:
                         npc = stack[sp + 1]
-                        p = _prev(buf, stack[sp + 2])
+                        p = stack[sp + 2] - 1
+                        while (buf[p] & 0xC0) == 0x80:
+                            p -= 1
                         pm = stack[sp + 3]
                         if p > pm:
                             stack[sp + 2] = p
@@ -339,9 +375,12 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                         k = prog[rpc, 1]
                         mx = rep_info[prog[rpc, 3], 0]
                         if (mx < 0 or cnt < mx) and p < end:
-                            cp, ln = _decode(buf, p)
-                            if _in_class(k, cp, cls_ascii, cls_mask, cls_neg, cls_roff,
-                                         cls_ranges, gc):
+                            b0 = buf[p]
+                            if b0 < 128:
+                                ln = np.int64(cls_ascii[k, b0])
+                            else:
+                                ln = _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+                            if ln:
                                 p += ln
                                 cnt += 1
                                 if mx < 0 or cnt < mx:
@@ -374,8 +413,8 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
             notempty = False
             if s >= end:
                 break
-            _, ln = _decode(buf, s)
-            s += ln
+            b0 = buf[s]
+            s += 1 if b0 < 0x80 else (2 if b0 < 0xE0 else (3 if b0 < 0xF0 else 4))
     return n_out
 
 
