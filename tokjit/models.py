@@ -84,9 +84,16 @@ class BPEModel:
         self.merge_rank = np.full(max(n, 1), -1, dtype=np.int64)
         if rule == "pairs":
             merges = spec.merges if spec.merges is not None else np.zeros((0, 2), np.int32)
-            merges = np.asarray(merges, dtype=np.int32).reshape(-1, 2)
-            check_ids(merges, n, "merges", path)
-            merged = self._merged_ids(spec, merges)
+            merges = np.asarray(merges, dtype=np.int32)
+            if merges.ndim != 2 or merges.shape[1] not in (2, 3):
+                raise ModelFileError("merges must be (n, 2) or (n, 3) id rows", path=path, where="merges")
+            check_ids(merges[:, :2], n, "merges", path)
+            if merges.shape[1] == 3:
+                merged = merges[:, 2].copy()
+                if merged.size and int(merged.max()) >= n:
+                    raise ModelFileError("merged token id outside the vocabulary", path=path, where="merges")
+            else:
+                merged = self._merged_ids(spec, merges)
             keep = merged >= 0
             ranks = np.arange(len(merges), dtype=np.int32)
             self.pairs = PairTable.build(merges[keep, 0], merges[keep, 1], ranks[keep], merged[keep])

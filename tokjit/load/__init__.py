@@ -41,7 +41,25 @@ def detect_format(data: bytes, path=None) -> str:
 
 
 def load_spec(data: bytes, *, path=None, fmt: str | None = None, pat_str=None, special_tokens=None,
-              name=None, n_vocab=None):
+              name=None, n_vocab=None, use_cache: bool = True):
+    """Parse ``data`` into a :class:`~tokjit.spec.TokenizerSpec`, through the on-disk cache."""
+    from .. import cache
+
+    sha = hashlib.sha256(data).hexdigest()
+    key = cache.cache_key(sha, {"fmt": fmt, "pat_str": pat_str, "special_tokens": special_tokens,
+                                "name": name, "n_vocab": n_vocab})
+    spec = cache.read(key) if use_cache else None
+    if spec is None:
+        spec = _parse(data, path=path, fmt=fmt, pat_str=pat_str, special_tokens=special_tokens, name=name,
+                      n_vocab=n_vocab)
+        spec.source["sha256"] = sha
+        if use_cache:
+            cache.write(key, spec)
+    spec.source["path"] = None if path is None else str(path)
+    return spec
+
+
+def _parse(data: bytes, *, path, fmt, pat_str, special_tokens, name, n_vocab):
     fmt = fmt or detect_format(data, path)
     if fmt == "tiktoken":
         from .tiktoken_file import load_tiktoken
@@ -65,7 +83,6 @@ def load_spec(data: bytes, *, path=None, fmt: str | None = None, pat_str=None, s
     if fmt != "tiktoken" and (pat_str is not None or special_tokens is not None):
         _override(spec, pat_str, special_tokens)
     spec.source.setdefault("format", fmt)
-    spec.source["sha256"] = hashlib.sha256(data).hexdigest()
     if name:
         spec.source["name"] = name
     return spec

@@ -31,18 +31,21 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 BYTE_DECODER = {c: b for b, c in bytes_to_unicode().items()}
+# characters below U+0100 that are not in the table must take the slow path (their UTF-8 differs)
+_TO_LATIN1 = str.maketrans({**{chr(c): "\U0010FFFF" for c in range(256)},
+                            **{c: chr(b) for c, b in BYTE_DECODER.items()}})
 
 
 def unmap_byte_level(token: str) -> bytes:
     """Raw bytes of a byte-level token string (characters outside the table keep their UTF-8)."""
-    out = bytearray()
-    for ch in token:
-        b = BYTE_DECODER.get(ch)
-        if b is None:
-            out += ch.encode("utf-8")
-        else:
-            out.append(b)
-    return bytes(out)
+    try:
+        return token.translate(_TO_LATIN1).encode("latin-1")
+    except UnicodeEncodeError:
+        out = bytearray()
+        for ch in token:
+            b = BYTE_DECODER.get(ch)
+            out += ch.encode("utf-8") if b is None else bytes((b,))
+        return bytes(out)
 
 
 def _components(cfg: dict | None, key: str) -> list[dict]:
@@ -169,7 +172,8 @@ def _bpe(doc: dict, model: dict, path) -> dict:
     strings = {int(i): s for s, i in vocab.items()}
     index = {s: int(i) for s, i in vocab.items()}
     raw_merges = model.get("merges") or []
-    merges = np.empty((len(raw_merges), 2), np.int32)
+    # third column: the merged token's id (-1 if the vocab lacks it), so compiling needs no dict
+    merges = np.empty((len(raw_merges), 3), np.int32)
     for row, m in enumerate(raw_merges):
         if isinstance(m, str):
             a, sep, b = m.partition(" ")
@@ -178,7 +182,7 @@ def _bpe(doc: dict, model: dict, path) -> dict:
         else:
             a, b = m
         try:
-            merges[row] = (index[a], index[b])
+            merges[row] = (index[a], index[b], index.get(a + b, -1))
         except KeyError as exc:
             raise ModelFileError(f"merge {m!r} names token {exc.args[0]!r} missing from the vocab",
                                  path=path, where=f"model.merges[{row}]") from None
