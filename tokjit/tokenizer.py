@@ -33,6 +33,15 @@ def text_to_utf8(text: str) -> np.ndarray:
     return np.frombuffer(data, np.uint8)
 
 
+def _display_name(path) -> str:
+    """``llama3/tokenizer.json`` rather than a bare generic file name."""
+    if not path:
+        return "tokenizer"
+    path = str(path)
+    parent = os.path.basename(os.path.dirname(path))
+    return f"{parent}/{os.path.basename(path)}" if parent else os.path.basename(path)
+
+
 class Encoding:
     """Ids with the byte and character spans each covers in the original text."""
 
@@ -59,7 +68,7 @@ class Tokenizer:
 
     def __init__(self, spec: TokenizerSpec):
         self.spec = spec
-        self.name = spec.source.get("name") or os.path.basename(str(spec.source.get("path", "tokenizer")))
+        self.name = spec.source.get("name") or _display_name(spec.source.get("path"))
         self.normalizer = build_normalizer(spec.normalizer)
         self.pre_tokenizer = build_pre_tokenizer(spec.pre_tokenizer)
         self.model = build_model(spec)
