@@ -5,7 +5,7 @@ fancy-regex common subset) and emits flat numpy tables for the numba backtrackin
 :mod:`tokjit.pretokenize.regex_kernel`.
 
 Supported: literals, ``.``, classes ``[...]`` with ranges/negation/nested escapes, ``\\s \\S \\d \\D
-\\w \\W``, ``\\p{..}``/``\\P{..}``/``\\pL`` (general categories, short and long names, ``L&``/``LC``,
+\\w \\W``, ``\\p{..}``/``\\P{..}``/``\\pL`` (general categories, short and long names, ``LC``,
 ``Any``), escapes ``\\r \\n \\t \\f \\v \\a \\e \\0 \\xHH \\x{H..} \\uHHHH \\UHHHHHHHH``, alternation,
 groups ``(...)`` ``(?:...)`` ``(?P<n>...)`` ``(?<n>...)`` (captures are not reported), atomic
 groups ``(?>...)``, lookahead ``(?=...)``/``(?!...)``, fixed-length lookbehind ``(?<=...)``/``(?<!...)``,
@@ -98,13 +98,15 @@ _LONG_NAMES = {
     "othersymbol": "So",
     "separator": "Z", "spaceseparator": "Zs", "lineseparator": "Zl", "paragraphseparator": "Zp",
     "other": "C", "control": "Cc", "cntrl": "Cc", "format": "Cf", "surrogate": "Cs",
-    "privateuse": "Co", "unassigned": "Cn", "any": "Any", "l&": "LC",
+    "privateuse": "Co", "unassigned": "Cn", "any": "Any",
 }
 
 
 def _category_names(name: str) -> list[str]:
     """Map a \\p{...} name to a list of two-letter categories (or ['Any'])."""
     raw = name
+    if "&" in name:  # regex reads \p{L&} as \p{L}, other engines as \p{LC}: ambiguous
+        raise UnsupportedPatternError(f"ambiguous property \\p{{{raw}}}")
     n = name.replace(" ", "").replace("_", "").replace("-", "")
     for prefix in ("generalcategory=", "gc=", "generalcategory:", "gc:"):
         if n.lower().startswith(prefix):
@@ -243,6 +245,7 @@ class _Parser:
         return items[0] if len(items) == 1 else ("cat", items)
 
     def parse_quant(self, atom):
+        quantified = False
         while True:
             c = self.peek()
             lo = hi = None
@@ -272,9 +275,10 @@ class _Parser:
                 self.i += 1
             if atom[0] in ("assert", "look"):
                 self.error("quantifier on a zero-width assertion")
-            if atom[0] == "rep":
+            if quantified:
                 self.i = start
                 self.error("nested quantifier")
+            quantified = True
             if hi != INF and hi < lo:
                 self.error("bad repetition bounds")
             atom = ("rep", atom, lo, hi, mode)
