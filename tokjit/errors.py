@@ -29,6 +29,10 @@ class ModelFileError(TokjitError, ValueError):
         super().__init__(" ".join(parts))
 
 
+class TokenizerFileNotFoundError(TokjitError, FileNotFoundError):
+    """The tokenizer file (or directory) does not exist."""
+
+
 class UnsupportedComponentError(TokjitError, NotImplementedError):
     """A tokenizer uses a component type or option tokjit does not implement.
 

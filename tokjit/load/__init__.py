@@ -11,7 +11,7 @@ import hashlib
 import os
 import re
 
-from ..errors import ModelFileError, UnsupportedComponentError
+from ..errors import ModelFileError, TokenizerFileNotFoundError, UnsupportedComponentError
 
 _RANK_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2} \d+\r?$")
 
@@ -120,6 +120,8 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
     try:
         with open(path, "rb") as fh:
             data = fh.read()
+    except FileNotFoundError as exc:
+        raise TokenizerFileNotFoundError(f"no such tokenizer file: {path}") from exc
     except OSError as exc:
         raise ModelFileError(f"cannot read file ({exc.strerror})", path=path) from exc
     tok = load_bytes(data, path=path, fmt=fmt, pat_str=pat_str, special_tokens=special_tokens)
