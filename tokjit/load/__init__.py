@@ -125,6 +125,7 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
     except OSError as exc:
         raise ModelFileError(f"cannot read file ({exc.strerror})", path=path) from exc
     tok = load_bytes(data, path=path, fmt=fmt, pat_str=pat_str, special_tokens=special_tokens)
+    tok._load_options = {"pat_str": pat_str, "special_tokens": special_tokens, "fmt": fmt}  # for pickling
     _attach_config(tok, path)
     return tok
 
