@@ -204,3 +204,6 @@ register_normalizer("Replace")(Replace)
 register_normalizer("Prepend")(Prepend)
 register_normalizer("Strip")(Strip)
 register_normalizer("Sequence")(Sequence)
+
+from . import charsmap as _charsmap  # noqa: E402,F401  registers "Precompiled" (needs the names above)
+from . import sentencepiece_normalizer as _spm_normalizer  # noqa: E402,F401  registers "SentencePieceNormalizer"
