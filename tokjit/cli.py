@@ -1,49 +1,183 @@
-"""The ``tokjit`` command line: encode, decode, count and inspect with any tokenizer file.
+"""The ``tokjit`` command line: encode, decode, count, inspect, convert and bench with any tokenizer file.
 
-With no input file, commands read the sample text bundled with the package; with no ``-t``, they use
-the bundled ``o200k_base`` encoding, so ``tokjit count`` works offline on a fresh install.
+With no input file, commands read the sample text bundled with the package (``-`` reads stdin); with no
+``-t``, they use the bundled ``o200k_base`` encoding, so ``tokjit count`` works offline on a fresh
+install. Long inputs show a progress bar with throughput on stderr when it is a terminal (or with
+``--progress``).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
+import statistics
 import sys
 import time
 from importlib import resources
 
+# inputs at least this long get a progress bar on an interactive stderr
+PROGRESS_MIN_BYTES = 4_000_000
+# --lines mode encodes this many bytes per batch between progress updates
+BATCH_BYTES = 1_000_000
 
-def _tokenizer(spec: str | None):
+
+# ==================================================================================================
+# Tokenizer and input
+# ==================================================================================================
+
+def _bundled_entry(name: str) -> dict:
+    from .registry import _catalog
+    catalog = _catalog()
+    if name not in catalog:
+        from .errors import UnknownEncodingError
+        raise UnknownEncodingError(f"unknown encoding {name!r}; bundled: {', '.join(sorted(catalog))}")
+    return catalog[name]
+
+
+def _load_options(args) -> dict:
+    """pat_str / special_tokens for files that carry none (.tiktoken): explicit, or ``--like NAME``."""
+    options = {}
+    like = getattr(args, "like", None)
+    if like:
+        entry = _bundled_entry(like)
+        options = {"pat_str": entry["pat_str"], "special_tokens": entry["special_tokens"]}
+    if getattr(args, "pat_str", None):
+        options["pat_str"] = args.pat_str
+    return options
+
+
+def _tokenizer(args):
     import tokjit
 
+    spec = args.tokenizer
     if spec is None:
         return tokjit.get_encoding("o200k_base")
-    if spec in tokjit.list_encoding_names():
+    if spec in tokjit.list_encoding_names() and not os.path.exists(spec):
         return tokjit.get_encoding(spec)
-    return tokjit.load(spec)
+    return tokjit.load(spec, **_load_options(args))
 
 
 def _read_input(path: str | None) -> str:
+    """Text of a file, stdin (``-``) or the bundled sample. Bytes that are not UTF-8 survive as lone
+    surrogates, which the tokenizer encodes as U+FFFD (as tiktoken does)."""
     if path is None:
         return resources.files("tokjit").joinpath("data/sample.txt").read_text(encoding="utf-8")
     if path == "-":
-        return sys.stdin.read()
-    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
-        return fh.read()
+        data = sys.stdin.buffer.read()
+    else:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    return data.decode("utf-8", "surrogateescape")
 
 
 def _texts(text: str, by_line: bool) -> list[str]:
     return text.splitlines(keepends=True) if by_line else [text]
 
 
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+# ==================================================================================================
+# Progress bar
+# ==================================================================================================
+
+class Progress:
+    """``[#####.....]  45%  12.3/27.0 MB  1.42 MB/s  eta 11s`` on stderr, redrawn at most 10x/s."""
+
+    def __init__(self, total_bytes: int, enabled: bool, label: str = "encoding"):
+        self.total = max(total_bytes, 1)
+        self.enabled = enabled
+        self.label = label
+        self.done = 0
+        self.start = time.perf_counter()
+        self._last_draw = 0.0
+
+    def update(self, n_bytes: int) -> None:
+        self.done += n_bytes
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if now - self._last_draw >= 0.1:
+            self._last_draw = now
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        elapsed = max(now - self.start, 1e-9)
+        frac = min(self.done / self.total, 1.0)
+        rate = self.done / 1e6 / elapsed
+        eta = (self.total - self.done) / 1e6 / rate if rate > 0 else 0.0
+        bar = "#" * int(frac * 30)
+        sys.stderr.write(f"\r{self.label} [{bar:<30}] {frac * 100:5.1f}%  {self.done / 1e6:.1f}/"
+                         f"{self.total / 1e6:.1f} MB  {rate:.2f} MB/s  eta {eta:.0f}s ")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self._draw(time.perf_counter())
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _progress(args, total_bytes: int, label: str = "encoding") -> Progress:
+    if getattr(args, "progress", None) is None:  # neither --progress nor --no-progress
+        enabled = sys.stderr.isatty() and total_bytes >= PROGRESS_MIN_BYTES
+    else:
+        enabled = args.progress
+    return Progress(total_bytes, enabled, label)
+
+
+def _encode_all(tok, texts: list[str], args, *, numpy: bool = False):
+    """Encode ``texts`` in batches of about BATCH_BYTES, driving the progress bar.
+
+    Returns a list of id lists, or (flat int32, int64 offsets) with ``numpy=True``."""
+    import numpy as np
+
+    sizes = [_utf8_len(t) for t in texts]
+    progress = _progress(args, sum(sizes))
+    kwargs = {"parse_special": args.parse_special, "num_threads": getattr(args, "threads", None),
+              "add_special_tokens": getattr(args, "add_special_tokens", False)}
+    lists, flats, counts = [], [], []
+    i = 0
+    try:
+        while i < len(texts):
+            j, acc = i, 0
+            while j < len(texts) and (acc < BATCH_BYTES or j == i):
+                acc += sizes[j]
+                j += 1
+            if numpy:
+                flat, offsets = tok.encode_batch_numpy(texts[i:j], **kwargs)
+                flats.append(flat)
+                counts.append(np.diff(offsets))
+            else:
+                lists.extend(tok.encode_batch(texts[i:j], **kwargs))
+            progress.update(acc)
+            i = j
+    finally:
+        progress.close()
+    if not numpy:
+        return lists
+    flat = np.concatenate(flats) if flats else np.zeros(0, np.int32)
+    offsets = np.zeros(len(texts) + 1, np.int64)
+    if counts:
+        np.cumsum(np.concatenate(counts), out=offsets[1:])
+    return flat.astype(np.int32, copy=False), offsets
+
+
+# ==================================================================================================
+# Commands
+# ==================================================================================================
+
 def cmd_count(args) -> int:
-    tok = _tokenizer(args.tokenizer)
+    tok = _tokenizer(args)
     text = _read_input(args.input)
     texts = _texts(text, args.lines)
-    tok.encode_batch(texts[:1])  # JIT / cache warm-up, reported separately
-    n_bytes = len(text.encode("utf-8", "surrogatepass"))
+    tok.encode("warm up")  # loads the compiled kernels; throughput below is warm
+    n_bytes = _utf8_len(text)
     start = time.perf_counter()
-    batch = tok.encode_batch(texts, parse_special=args.parse_special, num_threads=args.threads)
+    batch = _encode_all(tok, texts, args)
     elapsed = time.perf_counter() - start
     n_tokens = sum(len(ids) for ids in batch)
     result = {"tokenizer": tok.name, "bytes": n_bytes, "tokens": n_tokens,
@@ -61,76 +195,304 @@ def cmd_count(args) -> int:
 
 
 def cmd_encode(args) -> int:
-    tok = _tokenizer(args.tokenizer)
-    text = _read_input(args.input)
-    for chunk in _texts(text, args.lines):
-        ids = tok.encode(chunk, parse_special=args.parse_special, add_special_tokens=args.add_special_tokens)
-        print(json.dumps(ids) if args.json else " ".join(map(str, ids)))
+    tok = _tokenizer(args)
+    texts = _texts(_read_input(args.input), args.lines)
+    if args.npy:
+        import numpy as np
+        flat, offsets = _encode_all(tok, texts, args, numpy=True)
+        np.save(args.npy, flat)
+        offsets_path = None
+        if args.lines:
+            offsets_path = _offsets_path(args.npy)
+            np.save(offsets_path, offsets)
+        print(json.dumps({"ids": args.npy, "offsets": offsets_path, "sequences": len(texts),
+                          "tokens": int(flat.shape[0])}), file=sys.stderr)
+        return 0
+    out = sys.stdout
+    for ids in _encode_all(tok, texts, args):
+        out.write(json.dumps(ids) if args.json else " ".join(map(str, ids)))
+        out.write("\n")
     return 0
 
 
-def cmd_decode(args) -> int:
-    tok = _tokenizer(args.tokenizer)
-    raw = _read_input(args.input) if args.input else sys.stdin.read()
-    for line in raw.splitlines():
+def _offsets_path(npy_path: str) -> str:
+    stem = npy_path[:-4] if npy_path.endswith(".npy") else npy_path
+    return stem + ".offsets.npy"
+
+
+def _id_sequences(args):
+    """Id sequences from ``.npy`` (with ``X.offsets.npy`` beside it: one sequence per row) or text
+    lines (JSON lists or space-separated ids)."""
+    path = args.input
+    if path and path != "-" and path.endswith(".npy"):
+        import numpy as np
+        flat = np.load(path, allow_pickle=False)
+        offsets_path = _offsets_path(path)
+        if os.path.exists(offsets_path):
+            offsets = np.load(offsets_path, allow_pickle=False)
+            return [flat[offsets[i]:offsets[i + 1]] for i in range(offsets.shape[0] - 1)]
+        return [flat]
+    raw = _read_input(path if path else "-")
+    seqs = []
+    for n, line in enumerate(raw.splitlines(), 1):
         line = line.strip()
         if not line:
             continue
-        ids = json.loads(line) if line.startswith("[") else [int(x) for x in line.split()]
+        try:
+            seqs.append(json.loads(line) if line.startswith("[") else [int(x) for x in line.split()])
+        except ValueError as exc:
+            from .errors import InputError
+            raise InputError(f"line {n}: expected a JSON list or space-separated integer ids") from exc
+    return seqs
+
+
+def cmd_decode(args) -> int:
+    tok = _tokenizer(args)
+    for ids in _id_sequences(args):
         sys.stdout.write(tok.decode(ids, skip_special_tokens=args.skip_special_tokens))
         sys.stdout.write("\n")
     return 0
 
 
 def cmd_inspect(args) -> int:
-    tok = _tokenizer(args.tokenizer)
+    tok = _tokenizer(args)
     spec = tok.spec
     info = {
         "name": tok.name, "format": spec.source.get("format"), "model": spec.model.get("type"),
         "model_options": {k: v for k, v in spec.model.items() if k != "type"},
         "vocab_size": tok.vocab_size, "special_tokens": len(tok.special_tokens),
+        "special_token_names": sorted(tok.special_tokens, key=tok.special_tokens.get)[:20],
         "added_tokens": len(spec.added_tokens),
-        "normalizer": (spec.normalizer or {}).get("type"), "pre_tokenizer": (spec.pre_tokenizer or {}).get("type"),
-        "post_processor": (spec.post_processor or {}).get("type"), "decoder": (spec.decoder or {}).get("type"),
-        "bos_id": spec.bos_id, "eos_id": spec.eos_id, "has_chat_template": spec.chat_template is not None,
+        "normalizer": _component(spec.normalizer), "pre_tokenizer": _component(spec.pre_tokenizer),
+        "post_processor": _component(spec.post_processor), "decoder": _component(spec.decoder),
+        "bos_id": spec.bos_id, "eos_id": spec.eos_id, "unk_id": spec.unk_id,
+        "has_chat_template": spec.chat_template is not None,
         "sha256": spec.source.get("sha256"),
     }
     print(json.dumps(info, indent=None if args.json else 2, default=str))
     return 0
 
 
+def _component(cfg) -> str | None:
+    """``Sequence[NFC, Replace]`` style summary of an HF component dict."""
+    if not cfg:
+        return None
+    kind = cfg.get("type")
+    children = cfg.get("normalizers") or cfg.get("pretokenizers") or cfg.get("decoders") or cfg.get("processors")
+    if children:
+        return f"{kind}[{', '.join(_component(c) or '?' for c in children)}]"
+    return kind
+
+
+def cmd_convert(args) -> int:
+    """Parse a tokenizer file once and store the result in the on-disk cache (``tokjit.cache``), so
+    later loads (and every Dask worker pointed at the same cache directory) skip parsing."""
+    from . import cache
+    from .load import load_spec
+
+    if args.cache_dir:
+        os.environ["TOKJIT_CACHE_DIR"] = args.cache_dir
+    directory = cache.cache_dir()
+    if directory is None:
+        from .errors import CacheError
+        raise CacheError("the cache is disabled (TOKJIT_CACHE_DIR=off): pass --cache-dir DIR")
+    path = args.tokenizer
+    if path is None or not os.path.isfile(path):
+        raise FileNotFoundError(f"convert needs a tokenizer file (-t PATH), got {path!r}")
+    with open(path, "rb") as fh:
+        data = fh.read()
+    options = _load_options(args)
+    # the key load_spec uses; checked below by reading the entry back
+    key = cache.cache_key(hashlib.sha256(data).hexdigest(),
+                          {"fmt": None, "pat_str": options.get("pat_str"),
+                           "special_tokens": options.get("special_tokens"), "name": None, "n_vocab": None})
+    parse_seconds = None
+    if args.force or cache.read(key) is None:
+        start = time.perf_counter()
+        spec = load_spec(data, path=path, use_cache=False, **options)
+        parse_seconds = time.perf_counter() - start
+        spec.source.pop("path", None)
+        if not cache.write(key, spec):
+            raise OSError(f"cannot write the cache in {directory}")
+    start = time.perf_counter()
+    if cache.read(key) is None:
+        from .errors import CacheError
+        raise CacheError(f"cache entry {key} missing after writing it in {directory}")
+    read_seconds = time.perf_counter() - start
+    entry = os.path.join(directory, key + ".tokjit")
+    result = {"tokenizer": path, "cache_file": entry, "cache_bytes": os.path.getsize(entry),
+              "parse_seconds": None if parse_seconds is None else round(parse_seconds, 3),
+              "cached_read_seconds": round(read_seconds, 3),
+              "status": "written" if parse_seconds is not None else "already cached (use --force to rebuild)"}
+    print(json.dumps(result, indent=None if args.json else 2))
+    return 0
+
+
+def _time_encoders(label_fn_pairs, repeat: int):
+    """(label, first-call seconds, best warm seconds, token count) per encoder."""
+    rows = []
+    for label, fn in label_fn_pairs:
+        start = time.perf_counter()
+        n_tokens = fn()
+        first = time.perf_counter() - start
+        warm = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            fn()
+            warm.append(time.perf_counter() - start)
+        rows.append((label, first, min(warm) if warm else first, statistics.median(warm) if warm else first,
+                     n_tokens))
+    return rows
+
+
+def _reference_encoders(args, tok, texts, threads):
+    """Encoders of the reference libraries for the same tokenizer, when installed and applicable."""
+    out = []
+    fmt = tok.spec.source.get("format")
+    bundled = tok.spec.source.get("name") if str(tok.spec.source.get("path", "")).startswith("<bundled") else None
+    if bundled:
+        try:
+            import tiktoken
+        except ImportError:
+            tiktoken = None
+        if tiktoken is not None:
+            enc = _tiktoken_from_bundled(tiktoken, bundled)
+            out.append(("tiktoken encode_ordinary", lambda: sum(len(enc.encode_ordinary(t)) for t in texts)))
+            out.append((f"tiktoken batch ({threads} threads)",
+                        lambda: sum(map(len, enc.encode_ordinary_batch(texts, num_threads=threads)))))
+    elif fmt == "tokenizer.json":
+        try:
+            import tokenizers
+        except ImportError:
+            tokenizers = None
+        if tokenizers is not None:
+            hf = tokenizers.Tokenizer.from_file(tok.spec.source["path"])
+            hf.no_truncation()
+            hf.no_padding()
+            out.append(("HF tokenizers encode",
+                        lambda: sum(len(hf.encode(t, add_special_tokens=False).ids) for t in texts)))
+            out.append(("HF tokenizers encode_batch (all cores)",
+                        lambda: sum(len(e.ids) for e in hf.encode_batch(texts, add_special_tokens=False))))
+    return out
+
+
+def _tiktoken_from_bundled(tiktoken, name):
+    """A tiktoken Encoding from tokjit's bundled rank file (no download)."""
+    import base64
+    import gzip
+
+    entry = _bundled_entry(name)
+    raw = gzip.decompress(resources.files("tokjit").joinpath("data/encodings/" + entry["ranks_file"]).read_bytes())
+    ranks = {}
+    for line in raw.splitlines():
+        if line.strip():
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return tiktoken.Encoding(name=f"{name}-bench", pat_str=entry["pat_str"], mergeable_ranks=ranks,
+                             special_tokens=entry["special_tokens"],
+                             explicit_n_vocab=entry.get("explicit_n_vocab"))
+
+
+def cmd_bench(args) -> int:
+    load_start = time.perf_counter()
+    tok = _tokenizer(args)
+    load_seconds = time.perf_counter() - load_start
+    text = _read_input(args.input)
+    texts = _texts(text, args.lines)
+    n_bytes = _utf8_len(text)
+    threads = args.threads or min(os.cpu_count() or 1, 8)
+    encoders = [("tokjit encode", lambda: sum(len(tok.encode(t)) for t in texts)),
+                (f"tokjit encode_batch ({threads} threads)",
+                 lambda: sum(map(len, tok.encode_batch(texts, num_threads=threads))))]
+    if args.compare:
+        encoders += _reference_encoders(args, tok, texts, threads)
+    rows = _time_encoders(encoders, args.repeat)
+    result = {"tokenizer": tok.name, "bytes": n_bytes, "documents": len(texts),
+              "load_seconds": round(load_seconds, 3), "results": [
+                  {"engine": label, "first_call_seconds": round(first, 4), "warm_seconds": round(best, 4),
+                   "warm_median_seconds": round(med, 4), "MB_per_s": round(n_bytes / 1e6 / max(best, 1e-9), 2),
+                   "tokens": n_tok}
+                  for label, first, best, med, n_tok in rows]}
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{tok.name}: {n_bytes / 1e6:.2f} MB in {len(texts)} document(s); load {load_seconds:.2f} s")
+    print(f"{'engine':<42} {'MB/s (warm)':>11} {'first call':>11} {'tokens':>10}")
+    for r in result["results"]:
+        print(f"{r['engine']:<42} {r['MB_per_s']:>11.2f} {r['first_call_seconds']:>10.3f}s {r['tokens']:>10}")
+    print("first call = the first run in this process (numba loads compiled kernels from its cache, or "
+          "compiles them); MB/s = best of the warm runs")
+    counts = {r["tokens"] for r in result["results"]}
+    if len(counts) > 1:
+        print("note: token counts differ between engines (see the tokens column)")
+    return 0
+
+
+# ==================================================================================================
+# Parser
+# ==================================================================================================
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tokjit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p, with_input=True):
-        p.add_argument("-t", "--tokenizer", help="tokenizer file or bundled encoding name (default o200k_base)")
+        p.add_argument("-t", "--tokenizer",
+                       help="tokenizer file (tokenizer.json, .model, .tiktoken, .gguf, vocab.txt) or bundled "
+                            "encoding name (default o200k_base)")
+        p.add_argument("--like", metavar="NAME",
+                       help="for .tiktoken files: use the split pattern and special tokens of bundled NAME")
+        p.add_argument("--pat-str", help="for .tiktoken files: the pre-tokenizer regex")
         if with_input:
             p.add_argument("input", nargs="?", help="input file ('-' for stdin; default: bundled sample text)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    def progress(p):
+        p.add_argument("--progress", dest="progress", action="store_true", default=None,
+                       help="show a progress bar on stderr (default: on a terminal for inputs >= 4 MB)")
+        p.add_argument("--no-progress", dest="progress", action="store_false")
 
     p = sub.add_parser("count", help="count tokens and report throughput")
     common(p)
     p.add_argument("--lines", action="store_true", help="encode each line as its own document")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--parse-special", action="store_true", help="special-token text becomes special tokens")
+    progress(p)
     p.set_defaults(func=cmd_count)
 
-    p = sub.add_parser("encode", help="print token ids")
+    p = sub.add_parser("encode", help="print token ids (space separated, --json lists, or --npy file)")
     common(p)
-    p.add_argument("--lines", action="store_true", help="one output line per input line")
+    p.add_argument("--lines", action="store_true", help="one output sequence per input line")
     p.add_argument("--parse-special", action="store_true")
     p.add_argument("--add-special-tokens", action="store_true")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--npy", metavar="OUT.npy",
+                   help="write int32 ids to OUT.npy (with --lines also int64 offsets to OUT.offsets.npy)")
+    progress(p)
     p.set_defaults(func=cmd_encode)
 
-    p = sub.add_parser("decode", help="ids (one sequence per line, JSON list or space separated) -> text")
+    p = sub.add_parser("decode", help="ids -> text (lines of JSON lists / space-separated ids, or a .npy)")
     common(p)
     p.add_argument("--skip-special-tokens", action="store_true")
     p.set_defaults(func=cmd_decode)
 
-    p = sub.add_parser("inspect", help="describe a tokenizer")
+    p = sub.add_parser("inspect", help="describe a tokenizer (family, sizes, special tokens, components)")
     common(p, with_input=False)
     p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("convert", help="parse a tokenizer file into the on-disk compiled cache")
+    common(p, with_input=False)
+    p.add_argument("--cache-dir", help="cache directory to write (default: TOKJIT_CACHE_DIR or ~/.cache/tokjit)")
+    p.add_argument("--force", action="store_true", help="re-parse even if already cached")
+    p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("bench", help="encoding throughput in MB/s, optionally next to tiktoken / HF tokenizers")
+    common(p)
+    p.add_argument("--lines", action="store_true", help="each line is a document")
+    p.add_argument("--threads", type=int, default=None, help="threads for the batch runs (default: cores, max 8)")
+    p.add_argument("--repeat", type=int, default=3, help="warm runs per engine (best is reported)")
+    p.add_argument("--compare", action="store_true", help="also time tiktoken / HF tokenizers if installed")
+    p.set_defaults(func=cmd_bench)
     return parser
 
 
@@ -140,9 +502,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print("tokjit: interrupted", file=sys.stderr)
+        return 130
     except Exception as exc:  # a CLI reports errors as one line, not a traceback
         from .errors import TokjitError
-        if isinstance(exc, (TokjitError, OSError)):
+        if isinstance(exc, (TokjitError, OSError, KeyError)):
             print(f"tokjit: error: {exc}", file=sys.stderr)
             return 2
         raise
