@@ -148,25 +148,48 @@ def _sample(step_other: int, budget_chars: int):
     return out
 
 
-@pytest.mark.parametrize("name", sorted(MAIN))
-def test_main_patterns_full_corpora(name):
-    """Main patterns on the whole english/code/multilingual corpora and every edge case line."""
-    pat = MAIN[name]
+def _oracle_concurrent(pattern, text):
+    spans = [m.span() for m in regex.finditer(pattern, text, concurrent=True)]
+    off = byte_offsets(text)
+    a = off[np.array(spans, np.int64).reshape(-1, 2)]
+    return a[:, 0], a[:, 1]
+
+
+def test_main_patterns_full_corpora():
+    """The 4 main patterns on the whole corpora (every file, byte-exact code documents, every edge
+    case line).  The oracle runs with the GIL released on one thread per core."""
+    from concurrent.futures import ThreadPoolExecutor
+
     files = corpus_files()
-    for fname, items in files.items():
-        if fname == "edge_cases":
-            for t in items:
-                assert_same(pat, t)
-        else:
-            # whole files (code documents are byte-exact); chunked so a mismatch is local
-            for k in range(0, len(items), 2000):
-                assert_same_big(pat, items[k:k + 2000])
+    jobs = []
+    for name, pat in MAIN.items():
+        for fname, items in files.items():
+            if fname != "edge_cases":
+                jobs.append((pat, fname, "\n".join(items)))
+
+    def run(job):
+        pat, fname, text = job
+        s, e = engine(pat).find_spans(text.encode("utf-8"))
+        rs, re_ = _oracle_concurrent(pat, text)
+        return pat, fname, len(s) == len(rs) and np.array_equal(s, rs) and np.array_equal(e, re_)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
+        results = list(ex.map(run, sorted(jobs, key=lambda j: -len(j[2]))))
+    bad = [(fname, pat) for pat, fname, ok in results if not ok]
+    for fname, pat in bad[:1]:  # localize the first mismatch
+        items = files[fname]
+        for k in range(0, len(items), 500):
+            assert_same_big(pat, items[k:k + 500])
+    assert not bad, bad
+    for pat in MAIN.values():
+        for t in files["edge_cases"]:
+            assert_same(pat, t)
 
 
 @pytest.mark.parametrize("pattern", ALL_PATTERNS)
 def test_all_patterns_sampled_corpora(pattern):
     """Every known tokenizer regex on a sample of each corpus file plus all edge cases."""
-    for fname, items in _sample(step_other=7, budget_chars=60_000).items():
+    for fname, items in _sample(step_other=11, budget_chars=25_000).items():
         assert_same_big(pattern, items)
     for t in corpus_files()["edge_cases"]:
         assert_same(pattern, t)
@@ -239,26 +262,33 @@ def test_unsupported(pattern):
 @pytest.mark.parametrize("piece", ["x", " ", "'", "7", "A", " \n", "\u4e2d", "a\u0301"])
 def test_worst_case_linear(name, piece):
     r = engine(MAIN[name])
-    small = (piece * (100_000 // len(piece.encode()))).encode()
-    big = (piece * (1_000_000 // len(piece.encode()))).encode()
-    r.find_spans(small)
-    t = time.perf_counter()
-    r.find_spans(small)
-    t_small = time.perf_counter() - t
-    t = time.perf_counter()
-    s, e = r.find_spans(big + b"a")
-    t_big = time.perf_counter() - t
-    assert e[-1] == len(big) + 1
-    assert t_big < max(12 * t_small, 0.05), (t_small, t_big)
+    small = (piece * (100_000 // len(piece.encode()))).encode() + b"a"
+    big = (piece * (1_000_000 // len(piece.encode()))).encode() + b"a"
+
+    def best(b):
+        ts = []
+        for _ in range(3):
+            t = time.perf_counter()
+            s, e = r.find_spans(b)
+            ts.append(time.perf_counter() - t)
+        assert e[-1] == len(b)
+        return min(ts)
+
+    best(small)
+    t_small, t_big = best(small), best(big)
+    assert t_big < max(12 * t_small, 0.1), (t_small, t_big)
 
 
 def test_pathological_memo():
     """Quadratic/exponential backtracking cases finish via memoization, with identical spans."""
-    for pattern, text in [(r"\s+$", " " * 20000 + "a"), (r"(?:a|a)*b", "a" * 3000),
-                          (r"(?:\s*[\r\n]+)+x", " \n" * 2000), (r"(\w+\s?)+$", "a a " * 1000 + "!")]:
-        t = time.perf_counter()
+    for pattern, text in [(r"\s+$", " " * 2000 + "a"), (r"(?:a|a)*b", "a" * 1000),
+                          (r"(?:\s*[\r\n]+)+x", " \n" * 500), (r"(\w+\s?)+$", "a a " * 200 + "!")]:
         assert_same(pattern, text)
-        assert time.perf_counter() - t < 10
+        r = engine(pattern)
+        big = (text[:-1] * 50 + text[-1]).encode()
+        t = time.perf_counter()
+        r.find_spans(big)
+        assert time.perf_counter() - t < 5, pattern
 
 
 # ----------------------------------------------------------------------------- references
@@ -283,7 +313,7 @@ def test_tiktoken_agrees():
     for pat in (O200K, CL100K):
         enc = tiktoken.Encoding(name="t", pat_str=pat, mergeable_ranks=ranks, special_tokens={})
         r = CompiledRegex(pat, syntax="rust", unicode_table="tokenizers")
-        for t in _ref_texts() + corpus_files()["edge_cases"][:300]:
+        for t in _ref_texts() + corpus_files()["edge_cases"][:120]:
             b = t.encode()
             s, e = r.find_spans(b)
             ours = [tok for i, j in zip(s.tolist(), e.tolist()) for tok in enc._encode_single_piece(b[i:j])]
@@ -295,7 +325,7 @@ def test_hf_tokenizers_agrees():
     for model, pat in (("gpt4o", O200K), ("llama3", LLAMA3)):
         tok = tokenizers.Tokenizer.from_file(str(SHARED / "data" / "hf" / model / "tokenizer.json"))
         r = CompiledRegex(pat, syntax="onig", unicode_table="tokenizers")
-        for t in _ref_texts() + corpus_files()["edge_cases"][:300]:
+        for t in _ref_texts() + corpus_files()["edge_cases"][:120]:
             ref = [off for _, off in tok.pre_tokenizer.pre_tokenize_str(t)]
             off = byte_offsets(t)
             s, e = r.find_spans(t.encode())

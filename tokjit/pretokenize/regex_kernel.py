@@ -173,6 +173,7 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                         bit = slot * nlen + (p - start)
                         if (stack[bit >> 6] >> (bit & 63)) & 1:
                             fail = True
+                    pm = p
                     if not fail:
                         if mode == 1:  # lazy
                             if mx < 0 or cnt < mx:
@@ -186,11 +187,19 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                             pos = p
                             pc += 1
                         else:
-                            pm = p
+                            plast = p
+                            truncated = False
                             while mx < 0 or cnt < mx:
                                 if memo_on:
                                     bit = slot * nlen + (p - start)
-                                    stack[bit >> 6] |= np.int64(1) << (bit & 63)
+                                    w = bit >> 6
+                                    m = np.int64(1) << (bit & 63)
+                                    if p > pm and (stack[w] & m) != 0:
+                                        # the loop state at p already failed: so did every
+                                        # continuation at or after p; stop consuming here
+                                        truncated = True
+                                        break
+                                    stack[w] |= m
                                 if p >= end:
                                     break
                                 b0 = buf[p]
@@ -200,9 +209,15 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                                     ln = _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
                                 if ln == 0:
                                     break
+                                plast = p
                                 p += ln
                                 cnt += 1
                             steps += cnt
+                            if truncated:
+                                if mode == 2:
+                                    fail = True
+                                p = plast
+                        if not fail and mode != 1:
                             if mode == 0 and p > pm:
                                 if sp + 4 > cap:
                                     return -2
