@@ -17,6 +17,7 @@ from .models import Workspace, build_model
 from .normalizers import build_normalizer
 from .post_processors import build_post_processor
 from .pre_tokenizers import Pieces, build_pre_tokenizer
+from .serving import metrics as _metrics
 from .spec import TokenizerSpec, TokenType
 
 _EMPTY_I64 = np.zeros(0, np.int64)
@@ -104,10 +105,15 @@ class Tokenizer:
         ``allowed_special="all"``, llama.cpp ``parse_special=true``).
         ``add_special_tokens=True`` adds BOS/EOS or the post-processor template.
         """
-        ids, _, _ = self._encode_array(text_to_utf8(text), parse_special, want_spans=False)
+        m = _metrics.ACTIVE
+        t0 = _metrics.now() if m is not None else 0.0
+        buf = text_to_utf8(text)
+        ids, _, _ = self._encode_array(buf, parse_special, want_spans=False)
         out = ids.tolist()
         if add_special_tokens:
             out = self.post_process(out)
+        if m is not None:
+            m.on_encode(buf.shape[0], len(out), _metrics.now() - t0)
         return out
 
     def encode_to_numpy(self, text: str, *, add_special_tokens: bool = False,
@@ -150,8 +156,9 @@ class Tokenizer:
         with ThreadPoolExecutor(num_threads) as pool:
             return list(pool.map(fn, items, chunksize=chunk))
 
-    def encode_with_offsets(self, text: str, *, parse_special: bool = False):
-        """(ids, character offsets) into ``text``: offsets[i] = (start, end) of token i."""
+    def encode_with_offsets(self, text: str, *, parse_special: bool = False, byte_offsets: bool = False):
+        """(ids, offsets) into ``text``: offsets[i] = (start, end) of token i in characters (HF
+        ``Encoding.offsets``), or in UTF-8 bytes with ``byte_offsets=True``."""
         buf = text_to_utf8(text)
         ids, s, e = self._encode_array(buf, parse_special, want_spans=True)
         char_index = np.zeros(buf.shape[0] + 1, np.int64)
@@ -160,6 +167,9 @@ class Tokenizer:
         # a span that ends inside a character covers it; a start inside a character points to it
         starts = char_index[s] - ((s < buf.shape[0]) & ~np.append(is_start, True)[s])
         ends = char_index[e]
+        if byte_offsets:
+            char_starts = np.append(np.flatnonzero(is_start), buf.shape[0])
+            starts, ends = char_starts[starts], char_starts[ends]
         return ids.tolist(), list(zip(starts.tolist(), ends.tolist()))
 
     def post_process(self, ids: list[int]) -> list[int]:
@@ -219,7 +229,7 @@ class Tokenizer:
             if s > pos:
                 parts.append(self._encode_normalized(seg[pos:s], base[pos:s + 1] - 0, offset))
             parts.append((np.asarray([tid], np.int32), np.asarray([offset + base[s]], np.int64),
-                          np.asarray([offset + base[e]], np.int64)))
+                          np.asarray([offset + base[e - 1] + 1], np.int64)))
             pos = e
         if pos < seg.shape[0]:
             parts.append(self._encode_normalized(seg[pos:], base[pos:], offset))
@@ -234,8 +244,12 @@ class Tokenizer:
             pieces = self.pre_tokenizer(pieces)
         ids, ts, te = self.model.encode_pieces(pieces.buf, pieces.starts, pieces.ends, self._workspace())
         if pieces.align is not None:
-            ts = pieces.align[ts]
-            te = pieces.align[te]
+            # HF aligns each normalized character with its source character, so a token ends inside
+            # the source of its last byte: bytes the normalizer inserted or deleted after it (BERT's
+            # padding around CJK, stripped accents) are not part of the token
+            align = pieces.align
+            te = np.where(te > ts, align[np.maximum(te - 1, 0)] + 1, align[ts])
+            ts = align[ts]
         return ids, ts + offset, te + offset
 
     # ==============================================================================================
@@ -280,6 +294,16 @@ class Tokenizer:
 
     def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False, errors: str = "replace") -> str:
         """Decode ids to text; invalid UTF-8 becomes U+FFFD unless ``errors`` says otherwise."""
+        m = _metrics.ACTIVE
+        if m is not None:
+            t0 = _metrics.now()
+            ids = ids if hasattr(ids, "__len__") else list(ids)
+            text = self._decode_text(ids, skip_special_tokens, errors)
+            m.on_decode(len(ids), len(text), _metrics.now() - t0)
+            return text
+        return self._decode_text(ids, skip_special_tokens, errors)
+
+    def _decode_text(self, ids, skip_special_tokens: bool, errors: str) -> str:
         arr = self._check_ids(list(ids) if not isinstance(ids, np.ndarray) else ids)
         if self._decode_blob is None:
             return self._decode_chain(arr, skip_special_tokens)
@@ -299,6 +323,70 @@ class Tokenizer:
                      num_threads: int | None = None) -> list[str]:
         return self._map(lambda ids: self.decode(ids, skip_special_tokens=skip_special_tokens), batch,
                          num_threads)
+
+    # ==============================================================================================
+    # Bytes-level batches (tokjit.arrow), viewer (tokjit.viz), pickling (tokjit.dask)
+    # ==============================================================================================
+
+    def _encode_utf8_spans(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *,
+                           parse_special: bool = False, num_threads: int | None = None):
+        """Encode rows ``buf[starts[i]:ends[i]]`` of one UTF-8 byte buffer (uint8) without making a
+        Python str per row. Returns (flat int32 ids, int64 offsets of length ``len(starts) + 1``).
+        The caller guarantees valid UTF-8 (``tokjit.arrow`` validates and repairs first)."""
+        starts = np.asarray(starts, np.int64)
+        ends = np.asarray(ends, np.int64)
+        n = starts.shape[0]
+
+        def run(bounds):
+            lo, hi = bounds
+            return [self._encode_array(buf[s:e], parse_special, want_spans=False)[0]
+                    for s, e in zip(starts[lo:hi].tolist(), ends[lo:hi].tolist())]
+
+        if num_threads is None:
+            num_threads = min(os.cpu_count() or 1, 8)
+        step = max(1, -(-n // max(1, num_threads * 4)))
+        chunks = [(lo, min(n, lo + step)) for lo in range(0, n, step)]
+        if num_threads <= 1 or len(chunks) <= 1:
+            parts = [a for c in chunks for a in run(c)]
+        else:
+            with ThreadPoolExecutor(num_threads) as pool:
+                parts = [a for res in pool.map(run, chunks) for a in res]
+        offsets = np.zeros(n + 1, np.int64)
+        if parts:
+            np.cumsum([a.shape[0] for a in parts], out=offsets[1:])
+        flat = np.concatenate(parts).astype(np.int32, copy=False) if parts else np.zeros(0, np.int32)
+        return flat, offsets
+
+    def explain(self, text: str, *, parse_special: bool = False, add_special_tokens: bool = False):
+        """The tokens of ``text`` with their spans and kinds; renders as coloured HTML in notebooks
+        (see :class:`tokjit.viz.Explanation`)."""
+        from .viz import explain
+        return explain(self, text, parse_special=parse_special, add_special_tokens=add_special_tokens)
+
+    def __reduce__(self):
+        # Pickles as where it came from (path + SHA-256 + load options, or a bundled name), not as
+        # arrays: a Dask task carries a few hundred bytes and each worker rebuilds from its cache.
+        return (_rebuild_tokenizer, (_pickle_origin(self),))
+
+    # ==============================================================================================
+    # Serving (tokjit.serving)
+    # ==============================================================================================
+
+    def decode_stream(self, prompt_ids: Iterable[int] = (), skip_special_tokens: bool = False):
+        """A :class:`~tokjit.serving.DecodeStream`: ``step(id) -> str | None``, ``flush()``."""
+        from .serving.stream import DecodeStream
+        return DecodeStream(self, prompt_ids, skip_special_tokens)
+
+    def apply_chat_template(self, messages, add_generation_prompt: bool = False, tools=None, *,
+                            tokenize: bool = False, chat_template=None, **kwargs):
+        """Render ``messages`` with the chat template, as ``transformers`` does (text, or ids with
+        ``tokenize=True``). Needs jinja2 (``pip install tokjit[chat]``)."""
+        from .serving.chat import render
+        text = render(self, messages, add_generation_prompt=add_generation_prompt, tools=tools,
+                      chat_template=chat_template, **kwargs)
+        if tokenize:
+            return self.encode(text, parse_special=True)
+        return text
 
     # ==============================================================================================
     # Bytes-level batches (tokjit.arrow), viewer (tokjit.viz), pickling (tokjit.dask)
