@@ -325,50 +325,6 @@ class Tokenizer:
                          num_threads)
 
     # ==============================================================================================
-    # Bytes-level batches (tokjit.arrow), viewer (tokjit.viz), pickling (tokjit.dask)
-    # ==============================================================================================
-
-    def _encode_utf8_spans(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, *,
-                           parse_special: bool = False, num_threads: int | None = None):
-        """Encode rows ``buf[starts[i]:ends[i]]`` of one UTF-8 byte buffer (uint8) without making a
-        Python str per row. Returns (flat int32 ids, int64 offsets of length ``len(starts) + 1``).
-        The caller guarantees valid UTF-8 (``tokjit.arrow`` validates and repairs first)."""
-        starts = np.asarray(starts, np.int64)
-        ends = np.asarray(ends, np.int64)
-        n = starts.shape[0]
-
-        def run(bounds):
-            lo, hi = bounds
-            return [self._encode_array(buf[s:e], parse_special, want_spans=False)[0]
-                    for s, e in zip(starts[lo:hi].tolist(), ends[lo:hi].tolist())]
-
-        if num_threads is None:
-            num_threads = min(os.cpu_count() or 1, 8)
-        step = max(1, -(-n // max(1, num_threads * 4)))
-        chunks = [(lo, min(n, lo + step)) for lo in range(0, n, step)]
-        if num_threads <= 1 or len(chunks) <= 1:
-            parts = [a for c in chunks for a in run(c)]
-        else:
-            with ThreadPoolExecutor(num_threads) as pool:
-                parts = [a for res in pool.map(run, chunks) for a in res]
-        offsets = np.zeros(n + 1, np.int64)
-        if parts:
-            np.cumsum([a.shape[0] for a in parts], out=offsets[1:])
-        flat = np.concatenate(parts).astype(np.int32, copy=False) if parts else np.zeros(0, np.int32)
-        return flat, offsets
-
-    def explain(self, text: str, *, parse_special: bool = False, add_special_tokens: bool = False):
-        """The tokens of ``text`` with their spans and kinds; renders as coloured HTML in notebooks
-        (see :class:`tokjit.viz.Explanation`)."""
-        from .viz import explain
-        return explain(self, text, parse_special=parse_special, add_special_tokens=add_special_tokens)
-
-    def __reduce__(self):
-        # Pickles as where it came from (path + SHA-256 + load options, or a bundled name), not as
-        # arrays: a Dask task carries a few hundred bytes and each worker rebuilds from its cache.
-        return (_rebuild_tokenizer, (_pickle_origin(self),))
-
-    # ==============================================================================================
     # Serving (tokjit.serving)
     # ==============================================================================================
 
