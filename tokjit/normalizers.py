@@ -11,6 +11,7 @@ import unicodedata
 from typing import Callable
 
 import numpy as np
+from numba import njit
 
 from .errors import UnsupportedComponentError
 
@@ -113,6 +114,8 @@ class Replace:
         if "String" in pattern:
             self.needle = pattern["String"]
             self.regex = None
+            self._needle_bytes = np.frombuffer(self.needle.encode("utf-8"), np.uint8).copy()
+            self._content_bytes = np.frombuffer(self.content.encode("utf-8"), np.uint8).copy()
         elif "Regex" in pattern:
             import regex
             self.regex = regex.compile(pattern["Regex"])
@@ -121,6 +124,8 @@ class Replace:
             raise UnsupportedComponentError(f"Replace pattern {pattern!r}")
 
     def __call__(self, buf, align):
+        if self.needle is not None and self.needle:
+            return replace_literal(buf, align, self._needle_bytes, self._content_bytes)
         text = buf.tobytes().decode("utf-8")
         if self.needle is not None:
             if not self.needle or self.needle not in text:
@@ -135,6 +140,54 @@ class Replace:
             if not spans:
                 return buf, align
         return replace_spans(buf, align, text, spans, self.content)
+
+
+@njit(cache=True, nogil=True)
+def replace_literal_kernel(buf, align, n, needle, content, out, out_align):
+    """Replace non-overlapping occurrences of ``needle`` (leftmost first) by ``content``; replacement
+    bytes align to the match start. O(n * len(needle)). Capacity: n * max(1, len(content)) + 1.
+    Returns the output length, or -1 when nothing matched."""
+    k = needle.shape[0]
+    c = content.shape[0]
+    m = 0
+    i = 0
+    hits = 0
+    first = needle[0]
+    while i < n:
+        if buf[i] == first and i + k <= n:
+            same = True
+            for t in range(1, k):
+                if buf[i + t] != needle[t]:
+                    same = False
+                    break
+            if same:
+                for t in range(c):
+                    out[m] = content[t]
+                    out_align[m] = align[i]
+                    m += 1
+                i += k
+                hits += 1
+                continue
+        out[m] = buf[i]
+        out_align[m] = align[i]
+        m += 1
+        i += 1
+    out_align[m] = align[n]
+    return m if hits else -1
+
+
+def replace_literal(buf, align, needle: np.ndarray, content: np.ndarray):
+    n = buf.shape[0]
+    if n == 0:
+        return buf, align
+    base = identity_align(buf, align)
+    cap = n * max(1, content.shape[0]) + 1
+    out = np.empty(cap, np.uint8)
+    out_align = np.empty(cap + 1, np.int64)
+    m = replace_literal_kernel(buf, base, np.int64(n), needle, content, out, out_align)
+    if m < 0:
+        return buf, align
+    return out[:m], out_align[:m + 1]
 
 
 def replace_spans(buf, align, text: str, spans, content: str):
@@ -170,6 +223,10 @@ class Prepend:
         return out, np.concatenate([np.full(len(self.prefix), base[0], np.int64), base])
 
 
+WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + \
+    "\u2028\u2029\u202f\u205f\u3000"
+
+
 class Strip:
     def __init__(self, config: dict):
         self.left = bool(config.get("strip_left", True))
@@ -177,8 +234,9 @@ class Strip:
 
     def __call__(self, buf, align):
         text = buf.tobytes().decode("utf-8")
-        stripped_left = text.lstrip() if self.left else text
-        stripped = stripped_left.rstrip() if self.right else stripped_left
+        # HF strips Rust `char::is_whitespace` (Unicode White_Space), not Python's wider isspace()
+        stripped_left = text.lstrip(WHITE_SPACE) if self.left else text
+        stripped = stripped_left.rstrip(WHITE_SPACE) if self.right else stripped_left
         if stripped == text:
             return buf, align
         base = identity_align(buf, align)
@@ -207,3 +265,17 @@ register_normalizer("Sequence")(Sequence)
 
 from . import charsmap as _charsmap  # noqa: E402,F401  registers "Precompiled" (needs the names above)
 from . import sentencepiece_normalizer as _spm_normalizer  # noqa: E402,F401  registers "SentencePieceNormalizer"
+
+
+class StripAccents:
+    """HF ``StripAccents``: drop combining marks (Mn, Mc, Me, as the unicode-normalization crate's
+    ``is_combining_mark``); meaningful after an NFD/NFKD step."""
+
+    def __init__(self, config: dict):
+        pass
+
+    def __call__(self, buf, align):
+        return map_chars(buf, align, lambda ch: "" if unicodedata.category(ch)[0] == "M" else ch)
+
+
+register_normalizer("StripAccents")(StripAccents)

@@ -51,6 +51,7 @@ class Pieces:
     starts: np.ndarray
     ends: np.ndarray
     align: np.ndarray | None = None
+    origin: int = 0  # offset in the caller's text of ``buf[0]`` (HF ``offsets_original``, Metaspace "first")
 
     @classmethod
     def whole(cls, buf: np.ndarray, align: np.ndarray | None = None) -> "Pieces":
@@ -181,9 +182,9 @@ def split_pieces(pieces: Pieces, find: Callable, behavior: int, invert: bool) ->
         out_s.append(os_[:n])
         out_e.append(oe[:n])
     if len(out_s) == 1:
-        return Pieces(pieces.buf, out_s[0], out_e[0], pieces.align)
+        return Pieces(pieces.buf, out_s[0], out_e[0], pieces.align, pieces.origin)
     return Pieces(pieces.buf, np.concatenate(out_s) if out_s else np.zeros(0, np.int64),
-                  np.concatenate(out_e) if out_e else np.zeros(0, np.int64), pieces.align)
+                  np.concatenate(out_e) if out_e else np.zeros(0, np.int64), pieces.align, pieces.origin)
 
 
 def find_literal(needle: bytes):
@@ -247,7 +248,7 @@ def prepend_to_pieces(pieces: Pieces, prefix: bytes, only_if_missing: bool) -> P
     new_buf = np.frombuffer(b"".join(chunks), np.uint8)
     aligns.append(base[-1:] if not ends else np.asarray([base[pieces.ends[-1]]], np.int64))
     return Pieces(new_buf, np.asarray(starts, np.int64), np.asarray(ends, np.int64),
-                  np.concatenate(aligns))
+                  np.concatenate(aligns), pieces.origin)
 
 
 class ByteLevel:
@@ -279,3 +280,182 @@ class Sequence:
 register_pre_tokenizer("Split")(Split)
 register_pre_tokenizer("ByteLevel")(ByteLevel)
 register_pre_tokenizer("Sequence")(Sequence)
+
+
+# --------------------------------------------------------------------------------------------------
+# SentencePiece-style pre-tokenizers
+# --------------------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def metaspace_pieces(buf, align, starts, ends, n_pieces, rep, prepend, split,
+                     out_buf, out_align, out_starts, out_ends):
+    """HF ``Metaspace`` over every piece: " " -> ``rep``; ``rep`` prepended where ``prepend[i]`` and
+    the piece does not already start with it; with ``split``, a new piece starts at every ``rep``
+    (``MergedWithNext``). Returns (bytes written, pieces written). O(total bytes). Capacity:
+    ``out_buf``/``out_align`` >= len(rep) * (bytes + pieces) (+1 for align), pieces >= bytes + pieces.
+    """
+    r = rep.shape[0]
+    m = 0
+    k = 0
+    for i in range(n_pieces):
+        s = starts[i]
+        e = ends[i]
+        if e <= s:
+            continue
+        begin = m
+        starts_with = e - s >= r
+        if starts_with:
+            for t in range(r):
+                if buf[s + t] != rep[t]:
+                    starts_with = False
+                    break
+        if buf[s] == 32:  # HF checks after replacing spaces, so a leading space counts as ``rep``
+            starts_with = True
+        if prepend[i] and not starts_with:
+            for t in range(r):
+                out_buf[m] = rep[t]
+                out_align[m] = align[s]
+                m += 1
+        for j in range(s, e):
+            if buf[j] == 32:
+                for t in range(r):
+                    out_buf[m] = rep[t]
+                    out_align[m] = align[j]
+                    m += 1
+            else:
+                out_buf[m] = buf[j]
+                out_align[m] = align[j]
+                m += 1
+        if not split:
+            out_starts[k] = begin
+            out_ends[k] = m
+            k += 1
+            continue
+        piece_start = begin
+        j = begin + 1
+        while j + r <= m:
+            hit = True
+            for t in range(r):
+                if out_buf[j + t] != rep[t]:
+                    hit = False
+                    break
+            if hit:
+                out_starts[k] = piece_start
+                out_ends[k] = j
+                k += 1
+                piece_start = j
+                j += r
+            else:
+                j += 1
+        out_starts[k] = piece_start
+        out_ends[k] = m
+        k += 1
+    return m, k
+
+
+class Metaspace:
+    """HF ``Metaspace``: spaces become ``replacement`` (U+2581), which is prepended per
+    ``prepend_scheme`` (``always``: every piece; ``first``: only the piece at the start of the
+    original text; ``never``; old files: ``add_prefix_space``), then pieces split before each
+    replacement character when ``split`` (default true)."""
+
+    def __init__(self, config: dict):
+        from .decoders import metaspace_prepend_scheme
+        self.rep = np.frombuffer(config.get("replacement", "\u2581").encode("utf-8"), np.uint8).copy()
+        if self.rep.shape[0] == 0:
+            raise UnsupportedComponentError("Metaspace replacement must not be empty")
+        self.scheme = metaspace_prepend_scheme(config)
+        self.split = bool(config.get("split", True))
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        buf = pieces.buf
+        n = pieces.starts.shape[0]
+        align = pieces.align if pieces.align is not None else np.arange(buf.shape[0] + 1, dtype=np.int64)
+        if self.scheme == "always":
+            prepend = np.ones(n, np.bool_)
+        else:
+            prepend = np.zeros(n, np.bool_)
+            if self.scheme == "first" and n and pieces.origin == 0:
+                prepend[0] = pieces.starts[0] == 0
+        r = self.rep.shape[0]
+        total = int(buf.shape[0])
+        cap = r * (total + n) + 1
+        out_buf = np.empty(cap, np.uint8)
+        out_align = np.empty(cap + 1, np.int64)
+        out_s = np.empty(total + n + 1, np.int64)
+        out_e = np.empty(total + n + 1, np.int64)
+        m, k = metaspace_pieces(buf, align, pieces.starts, pieces.ends, np.int64(n), self.rep, prepend,
+                                self.split, out_buf, out_align, out_s, out_e)
+        out_align[m] = align[pieces.ends[n - 1]] if n else align[-1]
+        return Pieces(out_buf[:m], out_s[:k], out_e[:k], out_align[:m + 1], pieces.origin)
+
+
+# Rust ``char::is_whitespace`` (Unicode White_Space), which HF uses; Python's ``str.isspace`` differs
+WHITE_SPACE_CLASS = ("[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f"
+                     "\u205f\u3000]")
+
+
+class WhitespaceSplit:
+    """HF ``WhitespaceSplit``: split on Unicode whitespace, which is removed."""
+
+    def __init__(self, config: dict):
+        self.find = RegexSplitter(WHITE_SPACE_CLASS + "+").find
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        return split_pieces(pieces, self.find, BEHAVIORS["Removed"], False)
+
+
+register_pre_tokenizer("Metaspace")(Metaspace)
+register_pre_tokenizer("WhitespaceSplit")(WhitespaceSplit)
+
+
+# --------------------------------------------------------------------------------------------------
+# Character-class pre-tokenizers (HF Digits, Punctuation, CharDelimiterSplit), as regex splits
+# --------------------------------------------------------------------------------------------------
+
+# HF ``is_punc``: ASCII punctuation or any Unicode P* character
+PUNCTUATION_CLASS = r"[\p{P}!-/:-@\[-`{-~]"
+
+
+class Digits:
+    """HF ``Digits``: numeric characters (Rust ``char::is_numeric``: Nd, Nl, No) isolated, one by one
+    with ``individual_digits`` or as contiguous runs otherwise."""
+
+    def __init__(self, config: dict):
+        pattern = r"\p{N}" if config.get("individual_digits", False) else r"\p{N}+"
+        self.find = RegexSplitter(pattern).find
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        return split_pieces(pieces, self.find, BEHAVIORS["Isolated"], False)
+
+
+class Punctuation:
+    """HF ``Punctuation``: every punctuation character is a delimiter handled by ``behavior``."""
+
+    def __init__(self, config: dict):
+        behavior = config.get("behavior", "Isolated")
+        if behavior not in BEHAVIORS:
+            raise UnsupportedComponentError(f"Punctuation behavior {behavior!r}")
+        self.behavior = BEHAVIORS[behavior]
+        self.find = RegexSplitter(PUNCTUATION_CLASS).find
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        return split_pieces(pieces, self.find, self.behavior, False)
+
+
+class CharDelimiterSplit:
+    """HF ``CharDelimiterSplit``: split on one character, which is removed."""
+
+    def __init__(self, config: dict):
+        delimiter = config["delimiter"]
+        if not isinstance(delimiter, str) or len(delimiter) != 1:
+            raise UnsupportedComponentError(f"CharDelimiterSplit delimiter {delimiter!r}")
+        self.find = find_literal(delimiter.encode("utf-8"))
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        return split_pieces(pieces, self.find, BEHAVIORS["Removed"], False)
+
+
+register_pre_tokenizer("Digits")(Digits)
+register_pre_tokenizer("Punctuation")(Punctuation)
+register_pre_tokenizer("CharDelimiterSplit")(CharDelimiterSplit)

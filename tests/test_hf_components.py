@@ -1,0 +1,92 @@
+"""Component coverage beyond the shipped files: the real cl100k tokenizer.json with its normalizer and
+pre-tokenizer swapped for other HF component configurations, each compared with HF ``tokenizers``
+loading the very same JSON. Tokenizers nobody has shown us combine these components; support is
+judged by component type."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tokjit
+from conftest import SHARED, corpus_lines, shared_path
+
+tokenizers = pytest.importorskip("tokenizers")
+
+BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+BYTE_LEVEL_REGEX = dict(BYTE_LEVEL, use_regex=True)
+
+
+def seq(*steps):
+    return {"type": "Sequence", "pretokenizers": list(steps)}
+
+
+PRE_TOKENIZERS = {
+    "digits-individual": seq({"type": "Digits", "individual_digits": True}, BYTE_LEVEL_REGEX),
+    "digits-runs": seq({"type": "Digits", "individual_digits": False}, dict(BYTE_LEVEL_REGEX, add_prefix_space=True)),
+    "punct-isolated-then-next": seq({"type": "Punctuation", "behavior": "Isolated"},
+                                    {"type": "Punctuation", "behavior": "MergedWithNext"}, BYTE_LEVEL),
+    "punct-previous": seq({"type": "Punctuation", "behavior": "MergedWithPrevious"}, BYTE_LEVEL),
+    "punct-contiguous": seq({"type": "Punctuation", "behavior": "Contiguous"}, BYTE_LEVEL),
+    "char-delimiter": seq({"type": "CharDelimiterSplit", "delimiter": "e"}, BYTE_LEVEL_REGEX),
+    "split-merged-with-next": seq({"type": "Split", "pattern": {"Regex": r"\s+"}, "behavior": "MergedWithNext",
+                                   "invert": False}, BYTE_LEVEL),
+    "split-removed": seq({"type": "Split", "pattern": {"Regex": "[aeiou]"}, "behavior": "Removed",
+                          "invert": False}, BYTE_LEVEL),
+    "split-string-contiguous-inverted": seq({"type": "Split", "pattern": {"String": "a"},
+                                             "behavior": "Contiguous", "invert": True}, BYTE_LEVEL),
+    "gpt2-byte-level": dict(BYTE_LEVEL_REGEX, add_prefix_space=True),
+    "deepseek-style-sequence": seq(
+        {"type": "Split", "pattern": {"Regex": r"\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
+        {"type": "Split", "pattern": {"Regex": r"[一-龥\u3040-ゟ゠-ヿ]+"}, "behavior": "Isolated", "invert": False},
+        {"type": "Split", "pattern": {"Regex": r"[^\r\n\p{L}\p{N}]?\p{L}+| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"},
+         "behavior": "Isolated", "invert": False},
+        BYTE_LEVEL),
+}
+
+NORMALIZERS = {
+    "nfc": {"type": "NFC"},
+    "nfkc": {"type": "NFKC"},
+    "nfd-strip-lower": {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "StripAccents"},
+                                                             {"type": "Lowercase"}]},
+    "nfkd": {"type": "NFKD"},
+    "strip": {"type": "Strip", "strip_left": True, "strip_right": True},
+    "replace-regex": {"type": "Replace", "pattern": {"Regex": r"\s+"}, "content": " "},
+    "replace-string": {"type": "Replace", "pattern": {"String": "the"}, "content": "THE"},
+    "prepend": {"type": "Prepend", "prepend": "> "},
+}
+
+
+@pytest.fixture(scope="module")
+def base_doc():
+    return json.loads(shared_path("data", "hf", "gpt35turbo", "tokenizer.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def texts():
+    # a deterministic sample of every corpus (every 100th text) plus all edge cases
+    return corpus_lines(step=100)
+
+
+def compare(tmp_path, doc, texts):
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ours = tokjit.load(path)
+    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    got = ours.encode_batch(texts, parse_special=True)
+    bad = [(t, a, b) for t, a, b in zip(texts, got, expected) if a != b]
+    assert not bad, f"{len(bad)} of {len(texts)} differ; first: {bad[0][0][:80]!r} {bad[0][1][:12]} vs {bad[0][2][:12]}"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("name", sorted(PRE_TOKENIZERS))
+def test_pre_tokenizer_variant_matches_hf(base_doc, texts, tmp_path, name):
+    compare(tmp_path, dict(base_doc, pre_tokenizer=PRE_TOKENIZERS[name]), texts)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("name", sorted(NORMALIZERS))
+def test_normalizer_variant_matches_hf(base_doc, texts, tmp_path, name):
+    compare(tmp_path, dict(base_doc, normalizer=NORMALIZERS[name]), texts)
