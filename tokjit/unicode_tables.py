@@ -27,7 +27,7 @@ CATEGORY_INDEX = {c: i for i, c in enumerate(CATEGORIES)}
 MAX_CODEPOINT = 0x10FFFF
 TABLE_VERSIONS = ("regex", "tokenizers", "ucd")
 
-UNICODE_VERSION_NOTES = """\
+UNICODE_VERSION_NOTES = r"""
 Three general-category tables are shipped:
   "regex"      - the regex module (2026.5.9): Unicode 17.0.
   "tokenizers" - measured from HF tokenizers 0.23 (Oniguruma): Unicode 16.0.  tiktoken 0.14
