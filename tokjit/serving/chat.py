@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from ..errors import InputError
 
-_INSTALL_HINT = "chat templates need jinja2>=3.1: pip install tokjit[chat]"
+_INSTALL_HINT = "chat templates need jinja2>=3.1.6: pip install tokjit[chat]"
 
 # the named special tokens transformers passes to templates (its SPECIAL_TOKENS_ATTRIBUTES)
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",

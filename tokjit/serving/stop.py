@@ -22,7 +22,7 @@ from . import metrics as _metrics
 from .stream import DecodeStream
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Text:
     """Text the client may show now."""
     text: str
@@ -38,7 +38,7 @@ class Stopped:
     """Generation stopped; nothing more to show."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class StoppedWithText:
     """Generation stopped; show ``text`` (held text released, or text up to / including the stop)."""
     text: str
@@ -63,6 +63,8 @@ class StopStringMatcher:
         self.stops = stops
         self.max_hold = max((len(s) for s, _ in stops), default=1) - 1
         self._prefixes = frozenset(s[:k] for s, _ in stops for k in range(1, len(s)))
+        # a held suffix ends with the text's last character, which must occur in some proper prefix
+        self._prefix_chars = frozenset("".join(s[:-1] for s, _ in stops))
 
     def first_match(self, text: str):
         """(start, end, hidden) of the match that ends first, or None."""
@@ -80,6 +82,8 @@ class StopStringMatcher:
 
     def hold_length(self, text: str) -> int:
         """Length of the longest suffix of ``text`` that is a proper prefix of a stop string."""
+        if not text or text[-1] not in self._prefix_chars:
+            return 0
         prefixes = self._prefixes
         for k in range(min(len(text), self.max_hold), 0, -1):
             if text[-k:] in prefixes:
