@@ -149,8 +149,30 @@ def explain(tok, text: str, *, parse_special: bool = False, add_special_tokens: 
             ends = [-1] * k + ends + [-1] * (full.shape[0] - k - ids.shape[0])
             ids = full
     id_list = ids.tolist()
+    kinds = _kinds(tok, ids)
+    if tok.normalizer is not None:
+        starts, ends = _snap_to_characters(buf, starts, ends, kinds)
     pieces = [tok.id_to_token(t) for t in id_list]
-    return Explanation(tok.name, buf.tobytes(), id_list, starts, ends, _kinds(tok, ids), pieces)
+    return Explanation(tok.name, buf.tobytes(), id_list, starts, ends, kinds, pieces)
+
+
+def _snap_to_characters(buf: np.ndarray, starts: list[int], ends: list[int], kinds: list[str]):
+    """Widen spans to whole characters. After a normalizer, a span maps back through an alignment
+    that can land inside a character (a character the normalizer rewrote or padded with spaces);
+    only byte-fallback tokens really cover part of a character, so only they keep byte spans."""
+    n = buf.shape[0]
+    is_start = np.ones(n + 1, np.bool_)
+    is_start[:n] = (buf & 0xC0) != 0x80
+    out_s, out_e = [], []
+    for s, e, kind in zip(starts, ends, kinds):
+        if s >= 0 and kind != BYTE:
+            while 0 < s < n and not is_start[s]:
+                s -= 1
+            while e < n and not is_start[e]:
+                e += 1
+        out_s.append(s)
+        out_e.append(e)
+    return out_s, out_e
 
 
 def _find_run(haystack: np.ndarray, needle: np.ndarray) -> int | None:
