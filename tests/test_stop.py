@@ -127,11 +127,12 @@ def test_token_boundaries_property(text, cuts, hidden, visible, data):
         hidden = hidden + [text[a:a + data.draw(st.integers(1, 3))]]
     dec = StopSequenceDecoder(tok, stop_strings=hidden, visible_stop_strings=visible)
     feed = []
+    so_far = ""
     for k, tid in enumerate(ids):
-        so_far = tok.decode(ids[:k + 1])
-        # the stream only releases complete characters: what was decoded so far without a partial tail
-        while so_far.endswith("\ufffd") and not text.startswith(so_far):
-            so_far = so_far[:-1]
+        # the stream releases the pending text only once it no longer ends in an incomplete character
+        decoded = tok.decode(ids[:k + 1])
+        if not decoded.endswith("\ufffd"):
+            so_far = decoded
         feed.append((functools.partial(dec.step, tid), so_far))
     check_run(dec, feed, tok.decode(ids), hidden, visible)
 

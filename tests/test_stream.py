@@ -223,3 +223,22 @@ def test_bad_id_rejected(shared):
     tok = tokjit.load(shared / "data" / "hf" / "gpt4o" / "tokenizer.json")
     with pytest.raises(tokjit.InputError):
         tok.decode_stream().step(tok.vocab_size + 5)
+
+
+def test_sequence_incremental_text(pair):
+    """Sequence: the text returned by append_token adds up to the reference decode of the generated
+    part, after a prompt given as text; ``text()`` is the reference decode of everything."""
+    from tokjit.serving import Sequence
+    name, tok, ref = pair
+    for text in _sample_texts()[::25]:
+        ids = ref.encode(text).ids
+        if len(ids) < 2:
+            continue
+        cut = len(ids) // 3
+        seq = Sequence(tok, ids[:cut])
+        got = "".join(seq.append_token(i) for i in ids[cut:])
+        full = ref.decode(ids, skip_special_tokens=False)
+        head = ref.decode(ids[:cut], skip_special_tokens=False)
+        if full.startswith(head) and not head.endswith("\ufffd") and not full.endswith("\ufffd"):
+            assert got == full[len(head):], (name, text[:80])
+        assert seq.text() == full
