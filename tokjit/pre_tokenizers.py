@@ -133,24 +133,24 @@ def apply_split_behavior(seg_start, seg_end, m_starts, m_ends, n_matches, behavi
 class RegexSplitter:
     """Finds regex matches in UTF-8 buffers.
 
-    Uses tokjit's numba regex engine when it can compile the pattern; otherwise the ``regex``
-    module (exact but slow, with a warning), which is also what the numba engine is tested against.
+    Uses tokjit's numba regex engine (:mod:`tokjit.pretokenize`) with the anchor semantics of the
+    reference engine named by ``syntax`` (``"onig"``: HF tokenizers, ``"rust"``: tiktoken,
+    ``"python"``: the ``regex`` module); patterns it cannot compile fall back to the ``regex``
+    module (exact for the constructs both accept, slower, with a warning).
     """
 
-    def __init__(self, pattern: str, *, warn: bool = True):
+    def __init__(self, pattern: str, *, syntax: str = "onig", warn: bool = True):
+        from .pretokenize.regex_compiler import UnsupportedPatternError
+        from .pretokenize.regex_kernel import CompiledRegex
+
         self.pattern = pattern
         self.compiled = None
         try:
-            from .pretokenize.regex_compiler import UnsupportedPatternError, compile_regex
-        except ImportError:  # engine not available: fall back silently
-            compile_regex = None
-        if compile_regex is not None:
-            try:
-                self.compiled = compile_regex(pattern)
-            except UnsupportedPatternError as exc:
-                if warn:
-                    warnings.warn(f"tokjit: pattern {pattern!r} uses {exc}; using the slower `regex` "
-                                  "module for it", RuntimeWarning, stacklevel=3)
+            self.compiled = CompiledRegex(pattern, syntax=syntax)
+        except UnsupportedPatternError as exc:
+            if warn:
+                warnings.warn(f"tokjit: pattern {pattern!r} uses {exc}; using the slower `regex` "
+                              "module for it", RuntimeWarning, stacklevel=3)
         if self.compiled is None:
             import regex
             self.py_regex = regex.compile(pattern)
@@ -211,7 +211,8 @@ class Split:
         self.behavior = BEHAVIORS[behavior]
         self.invert = bool(config.get("invert", False))
         if "Regex" in pattern:
-            self.find = RegexSplitter(pattern["Regex"]).find
+            # "syntax" is tokjit's own key: loaders of non-HF formats name their reference engine
+            self.find = RegexSplitter(pattern["Regex"], syntax=config.get("syntax", "onig")).find
         elif "String" in pattern:
             self.find = find_literal(pattern["String"].encode("utf-8"))
         else:

@@ -92,7 +92,7 @@ def _override(spec, pat_str, special_tokens):
     from ..spec import AddedToken
     if pat_str is not None:
         spec.pre_tokenizer = {"type": "Split", "pattern": {"Regex": pat_str}, "behavior": "Removed",
-                              "invert": True}
+                              "invert": True, "syntax": "rust"}
     if special_tokens:
         for content, tid in special_tokens.items():
             spec.added_tokens.append(AddedToken(content, int(tid), special=True))

@@ -64,7 +64,8 @@ def spec_from_ranks(ranks: dict[bytes, int], pat_str: str, special_tokens: dict[
     return TokenizerSpec(
         model={"type": "BPE", "merge_rule": "ranks", "byte_level": True, "ignore_merges": True},
         tokens=tokens, token_types=types, model_mask=mask,
-        pre_tokenizer={"type": "Split", "pattern": {"Regex": pat_str}, "behavior": "Removed", "invert": True},
+        pre_tokenizer={"type": "Split", "pattern": {"Regex": pat_str}, "behavior": "Removed", "invert": True,
+                       "syntax": "rust"},  # tiktoken's engine is fancy-regex
         decoder={"type": "ByteLevel"},
         added_tokens=added,
         source={"format": "tiktoken", "name": name, "path": None if path is None else str(path)},
