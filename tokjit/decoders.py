@@ -90,3 +90,443 @@ class Sequence:
 
 register_decoder("ByteLevel")(ByteLevel)
 register_decoder("Sequence")(Sequence)
+
+
+# --------------------------------------------------------------------------------------------------
+# SentencePiece-family decoders (HF ``decode_chain`` semantics) and their fast per-id path
+# --------------------------------------------------------------------------------------------------
+
+def _byte_token_value(token: str) -> int:
+    """The byte of an HF ``<0xXX>`` token string, else -1 (HF ``ByteFallback`` test)."""
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+        digits = token[3:5]
+        if all(c in "0123456789abcdefABCDEF" for c in digits):
+            return int(digits, 16)
+    return -1
+
+
+class Replace:
+    """HF ``Replace`` decoder: a String or Regex pattern replaced in every token."""
+
+    def __init__(self, config: dict):
+        pattern = config["pattern"]
+        self.content = config["content"]
+        if "String" in pattern:
+            self.needle = pattern["String"]
+            self.regex = None
+        elif "Regex" in pattern:
+            import regex
+            self.needle = None
+            self.regex = regex.compile(pattern["Regex"])
+        else:
+            raise UnsupportedComponentError(f"Replace pattern {pattern!r}")
+
+    def map_token(self, token: str, index: int) -> str:
+        if self.needle is not None:
+            return token.replace(self.needle, self.content) if self.needle else token
+        return self.regex.sub(lambda _m: self.content, token)
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        return [self.map_token(t, i) for i, t in enumerate(tokens)]
+
+
+class ByteFallback:
+    """HF ``ByteFallback``: runs of ``<0xXX>`` tokens become their bytes as UTF-8; a run that is not
+    valid UTF-8 becomes one U+FFFD per byte token."""
+
+    def __init__(self, config: dict):
+        pass
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        out: list[str] = []
+        run = bytearray()
+        for tok in tokens:
+            b = _byte_token_value(tok)
+            if b >= 0:
+                run.append(b)
+                continue
+            if run:
+                out.extend(_byte_run(run))
+                run = bytearray()
+            out.append(tok)
+        if run:
+            out.extend(_byte_run(run))
+        return out
+
+
+def _byte_run(run: bytearray) -> list[str]:
+    try:
+        return [run.decode("utf-8")]
+    except UnicodeDecodeError:
+        return ["\ufffd"] * len(run)
+
+
+class Fuse:
+    """HF ``Fuse``: all tokens joined into one."""
+
+    def __init__(self, config: dict):
+        pass
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        return ["".join(tokens)]
+
+
+class Strip:
+    """HF ``Strip`` decoder: up to ``start`` leading and ``stop`` trailing ``content`` characters are
+    removed from every token."""
+
+    def __init__(self, config: dict):
+        self.content = config.get("content", " ")
+        self.start = int(config.get("start", 0))
+        self.stop = int(config.get("stop", 0))
+
+    def map_token(self, token: str, index: int) -> str:
+        lo = 0
+        while lo < min(self.start, len(token)) and token[lo] == self.content:
+            lo += 1
+        hi = len(token)
+        for _ in range(self.stop):
+            if hi > lo and token[hi - 1] == self.content:
+                hi -= 1
+            else:
+                break
+        return token[lo:hi]
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        return [self.map_token(t, i) for i, t in enumerate(tokens)]
+
+
+def metaspace_prepend_scheme(config: dict) -> str:
+    """``always`` / ``first`` / ``never`` of an HF Metaspace dict (old files: ``add_prefix_space``)."""
+    scheme = config.get("prepend_scheme")
+    if scheme is None:
+        return "always" if config.get("add_prefix_space", True) else "never"
+    scheme = str(scheme).lower()
+    if scheme not in ("always", "first", "never"):
+        raise UnsupportedComponentError(f"Metaspace prepend_scheme {scheme!r}")
+    return scheme
+
+
+class Metaspace:
+    """HF ``Metaspace`` decoder: the replacement character becomes a space, except in the first token,
+    where it is dropped (unless ``prepend_scheme`` is ``never``)."""
+
+    def __init__(self, config: dict):
+        self.replacement = config.get("replacement", "\u2581")
+        self.prepend_scheme = metaspace_prepend_scheme(config)
+
+    def map_token(self, token: str, index: int) -> str:
+        if index == 0 and self.prepend_scheme != "never":
+            return token.replace(self.replacement, "")
+        return token.replace(self.replacement, " ")
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        return [self.map_token(t, i) for i, t in enumerate(tokens)]
+
+
+class FastChain:
+    """Per-id byte table for a decoder chain made of per-token steps (Replace with a string pattern,
+    Strip, Metaspace), optionally ``ByteFallback`` last, then optionally ``Fuse`` followed by
+    whole-string Strip / Replace. Only the first token may decode differently (Metaspace), and a run
+    of byte tokens is context dependent only when it is not valid UTF-8, which the text as a whole then
+    is not either (every other token is a valid string): such ids go through the exact slow chain."""
+
+    def __init__(self, steps: list):
+        self.per_token: list = []
+        self.byte_fallback = False
+        self.after: list = []
+        fused = False
+        for step in steps:
+            if fused:
+                if isinstance(step, Strip) or (isinstance(step, Replace) and step.needle is not None):
+                    self.after.append(step)
+                elif isinstance(step, Fuse):
+                    continue
+                else:
+                    raise UnsupportedComponentError("no fast path")
+            elif isinstance(step, Fuse):
+                fused = True
+            elif self.byte_fallback:
+                raise UnsupportedComponentError("no fast path")  # steps after ByteFallback see its output
+            elif isinstance(step, ByteFallback):
+                self.byte_fallback = True
+            elif isinstance(step, (Strip, Metaspace)) or (isinstance(step, Replace) and step.needle is not None):
+                self.per_token.append(step)
+            else:
+                raise UnsupportedComponentError("no fast path")
+        self.first_differs = any(isinstance(s, Metaspace) for s in self.per_token)
+        self.table = None
+
+    def token_bytes(self, token: str, index: int) -> bytes:
+        for step in self.per_token:
+            token = step.map_token(token, index)
+        if self.byte_fallback:
+            b = _byte_token_value(token)
+            if b >= 0:
+                return bytes([b])
+        return token.encode("utf-8", "surrogatepass")
+
+    def build(self, tokenizer):
+        if self.table is None:
+            from .compile import pack_bytes
+            n = tokenizer.vocab_size
+            self.table = pack_bytes([self.token_bytes(tokenizer.id_to_token(i), 1) for i in range(n)])
+        return self.table
+
+    def decode(self, tokenizer, arr: np.ndarray, slow, errors: str) -> str:
+        blob, offsets = self.build(tokenizer)
+        n = arr.shape[0]
+        head = b""
+        start = 0
+        if n and self.first_differs:
+            head = self.token_bytes(tokenizer.id_to_token(int(arr[0])), 0)
+            start = 1
+        rest = arr[start:]
+        no_skip = _no_skip(offsets.shape[0] - 1)
+        total = gathered_length(rest, np.int64(rest.shape[0]), offsets, no_skip)
+        out = np.empty(total, np.uint8)
+        gather_token_bytes(rest, np.int64(rest.shape[0]), blob, offsets, no_skip, out)
+        data = head + out.tobytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            if errors == "strict":
+                raise
+            return slow(arr)
+        for step in self.after:
+            text = step.map_token(text, 0)
+        return text
+
+
+_NO_SKIP: dict[int, np.ndarray] = {}
+
+
+def _no_skip(n: int) -> np.ndarray:
+    arr = _NO_SKIP.get(n)
+    if arr is None:
+        arr = _NO_SKIP[n] = np.zeros(max(n, 1), np.bool_)
+    return arr
+
+
+def _chain_decode_ids(decoder, tokenizer, arr: np.ndarray, skip_special_tokens: bool, errors: str) -> str:
+    """``decode_ids`` hook shared by the HF decoders: exact ``decode_chain`` semantics, fast when the
+    chain allows a per-id table (see :class:`FastChain`)."""
+    if skip_special_tokens:
+        arr = arr[~tokenizer._special_ids[arr]]
+
+    def slow(ids):
+        return "".join(decoder.decode_chain([tokenizer.id_to_token(int(t)) for t in ids.tolist()]))
+
+    fast = decoder.__dict__.get("_fast", False)
+    if fast is False:
+        try:
+            fast = FastChain(decoder.steps if isinstance(decoder, Sequence) else [decoder])
+        except UnsupportedComponentError:
+            fast = None
+        decoder._fast = fast
+    if fast is None:
+        return slow(arr)
+    return fast.decode(tokenizer, arr, slow, errors)
+
+
+def _install_decode_ids(cls):
+    cls.decode_ids = _chain_decode_ids
+    return cls
+
+
+for _cls in (Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence):
+    _install_decode_ids(_cls)
+
+
+# --------------------------------------------------------------------------------------------------
+# sentencepiece ``SentencePieceProcessor::Decode``
+# --------------------------------------------------------------------------------------------------
+
+_SPACE_SYMBOL = "\u2581"
+
+
+def spm_decode_utf8_runs(data: bytes) -> str:
+    """Bytes -> text the way sentencepiece decodes a run of byte pieces: valid characters as they are,
+    every byte of a malformed sequence as its own U+FFFD (``string_util::DecodeUTF8``)."""
+    out = []
+    i = 0
+    n = len(data)
+    while i < n:
+        b = data[i]
+        size = 1 if b < 0x80 else 2 if (b & 0xE0) == 0xC0 else 3 if (b & 0xF0) == 0xE0 else \
+            4 if (b & 0xF8) == 0xF0 else 0
+        if size == 1:
+            out.append(chr(b))
+            i += 1
+            continue
+        if size and i + size <= n and all((c & 0xC0) == 0x80 for c in data[i + 1:i + size]):
+            cp = b & (0x7F >> size)
+            for c in data[i + 1:i + size]:
+                cp = (cp << 6) | (c & 0x3F)
+            minimum = (0, 0, 0x80, 0x800, 0x10000)[size]
+            if cp >= minimum and (cp < 0xD800 or 0xE000 <= cp <= 0x10FFFF):
+                out.append(chr(cp))
+                i += size
+                continue
+        out.append("\ufffd")
+        i += 1
+    return "".join(out)
+
+
+class SentencePieceDecoder:
+    """sentencepiece ``decode`` for a ``.model``: control pieces vanish, the unknown piece reads as
+    ``unk_surface`` (" \u2047 "), runs of byte pieces are decoded as UTF-8 (U+FFFD per bad byte), U+2581
+    becomes a space, and the first piece's leading U+2581 (the dummy prefix) is dropped; with
+    ``remove_extra_whitespaces`` the leading U+2581 of every piece is dropped until text appears.
+
+    tokjit-specific component (``{"type": "SentencePieceDecoder", "strip_leading_space",
+    "remove_extra_whitespaces", "unk_surface", "denormalizer"}``), written by the ``.model`` loader.
+    """
+
+    def __init__(self, config: dict):
+        self.strip_leading = bool(config.get("strip_leading_space", True))
+        self.remove_extra = bool(config.get("remove_extra_whitespaces", False))
+        self.unk_surface = config.get("unk_surface", " \u2047 ")
+        denorm = config.get("denormalizer")
+        self.denormalizer = None
+        if denorm:
+            from .normalizers import build_normalizer
+            self.denormalizer = build_normalizer(denorm)
+        self._table = None
+        self._piece_index = None
+
+    # kinds of piece: 0 normal text, 1 control, 2 unknown, 3 byte
+    def _setup(self, tokenizer):
+        if self._table is not None:
+            return
+        from .compile import pack_bytes
+        from .spec import TokenType
+        spec = tokenizer.spec
+        types = np.asarray(spec.token_types)
+        n = tokenizer.vocab_size
+        kinds = np.zeros(n, np.int8)
+        items = []
+        for i in range(n):
+            t = types[i] if i < types.shape[0] else TokenType.NORMAL
+            piece = tokenizer.id_to_token(i)
+            if t == TokenType.CONTROL:
+                kinds[i] = 1
+                items.append(b"")
+            elif t == TokenType.UNKNOWN:
+                kinds[i] = 2
+                items.append(self.unk_surface.encode("utf-8"))
+            elif t == TokenType.BYTE and _byte_token_value(piece) >= 0:
+                kinds[i] = 3
+                items.append(bytes([_byte_token_value(piece)]))
+            else:
+                items.append(piece.replace(_SPACE_SYMBOL, " ").encode("utf-8"))
+        self._kinds = kinds
+        self._piece_index = {tokenizer.id_to_token(i): i for i in range(n - 1, -1, -1)}
+        self._unk_id = tokenizer.spec.unk_id
+        self._table = pack_bytes(items)
+
+    def _decode_piece(self, piece: str, kind: int, unk_piece: bool, is_bos_ws: bool):
+        """(surface, consumed a leading U+2581) of one non-byte piece (``DecodeSentencePiece``)."""
+        if kind == 1:
+            return "", False
+        if kind == 2:
+            return (self.unk_surface if unk_piece else piece), False
+        has_bos_ws = False
+        if is_bos_ws and self.strip_leading:
+            if piece.startswith(_SPACE_SYMBOL):
+                piece = piece[1:]
+                has_bos_ws = not self.remove_extra
+        return piece.replace(_SPACE_SYMBOL, " "), has_bos_ws
+
+    def _decode_pieces(self, pieces: list[str], kinds: list[int], unk_flags: list[bool]) -> str:
+        """Exact ``SentencePieceProcessor::Decode`` over pieces with their kinds."""
+        text: list[str] = []
+        nonempty = False
+        run = bytearray()
+        is_bos_ws = True
+        bos_ws_seen = False
+        for piece, kind, is_unk_piece in zip(pieces, kinds, unk_flags):
+            if kind == 3:
+                run.append(_byte_token_value(piece))
+                continue
+            if run:
+                text.append(spm_decode_utf8_runs(bytes(run)))
+                nonempty = True
+                run = bytearray()
+            if bos_ws_seen or nonempty:
+                is_bos_ws = False
+            surface, bos_ws_seen = self._decode_piece(piece, kind, is_unk_piece, is_bos_ws)
+            if surface:
+                text.append(surface)
+                nonempty = True
+        if run:
+            text.append(spm_decode_utf8_runs(bytes(run)))
+        return self._denormalize("".join(text))
+
+    def _denormalize(self, text: str) -> str:
+        if self.denormalizer is None or not text:
+            return text
+        buf, _ = self.denormalizer(np.frombuffer(text.encode("utf-8"), np.uint8), None)
+        return buf.tobytes().decode("utf-8", "replace")
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        """Decode piece strings as ``SentencePieceProcessor.decode(pieces)`` (pieces looked up by text)."""
+        if self._piece_index is None:
+            raise RuntimeError("SentencePieceDecoder.decode_chain needs decode_ids to run first")
+        kinds, unk = [], []
+        for tok in tokens:
+            tid = self._piece_index.get(tok)
+            if tid is None:
+                kinds.append(2)
+                unk.append(False)
+            else:
+                kinds.append(int(self._kinds[tid]))
+                unk.append(True)
+        return [self._decode_pieces(tokens, kinds, unk)]
+
+    def decode_ids(self, tokenizer, arr: np.ndarray, skip_special_tokens: bool, errors: str) -> str:
+        self._setup(tokenizer)
+        if skip_special_tokens:
+            arr = arr[~tokenizer._special_ids[arr]]
+        kinds = self._kinds
+        # leading pieces: the dummy-prefix rule depends on what came before, decide them one by one
+        head: list[str] = []
+        is_bos_ws = True
+        bos_ws_seen = False
+        i = 0
+        n = arr.shape[0]
+        while i < n:
+            tid = int(arr[i])
+            kind = int(kinds[tid])
+            if kind == 3 or bos_ws_seen or head:
+                break
+            surface, bos_ws_seen = self._decode_piece(tokenizer.id_to_token(tid), kind, True, is_bos_ws)
+            if surface:
+                head.append(surface)
+            i += 1
+        blob, offsets = self._table
+        rest = arr[i:]
+        no_skip = _no_skip(offsets.shape[0] - 1)
+        total = gathered_length(rest, np.int64(rest.shape[0]), offsets, no_skip)
+        out = np.empty(total, np.uint8)
+        gather_token_bytes(rest, np.int64(rest.shape[0]), blob, offsets, no_skip, out)
+        try:
+            text = "".join(head) + out.tobytes().decode("utf-8")
+        except UnicodeDecodeError:
+            if errors == "strict":
+                raise
+            ids = arr.tolist()
+            return self._decode_pieces([tokenizer.id_to_token(t) for t in ids], [int(kinds[t]) for t in ids],
+                                       [True] * len(ids))
+        return self._denormalize(text)
+
+    def token_bytes_table(self, spec):
+        return None, None  # decode goes through decode_ids
+
+
+register_decoder("Replace")(Replace)
+register_decoder("ByteFallback")(ByteFallback)
+register_decoder("Fuse")(Fuse)
+register_decoder("Strip")(Strip)
+register_decoder("Metaspace")(Metaspace)
+register_decoder("SentencePieceDecoder")(SentencePieceDecoder)

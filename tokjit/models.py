@@ -60,7 +60,15 @@ class Workspace:
         self.prev = np.empty(cap, np.int64)
         self.next = np.empty(cap, np.int64)
         self.heap = np.empty(3 * cap + 16, np.int64)
+        self.stack = np.empty(2 * cap + 4, np.int64)
         self.cap = cap
+
+    def rev_left(self, n: int) -> np.ndarray:
+        """Per-id scratch (-1 filled between calls) for sentencepiece's UNUSED-piece resegmentation."""
+        arr = getattr(self, "_rev_left", None)
+        if arr is None or arr.shape[0] != n:
+            arr = self._rev_left = np.full(n, -1, np.int32)
+        return arr
 
 
 class BPEModel:
@@ -95,6 +103,7 @@ class BPEModel:
             else:
                 merged = self._merged_ids(spec, merges)
             keep = merged >= 0
+            produced = merged[keep]
             ranks = np.arange(len(merges), dtype=np.int32)
             self.pairs = PairTable.build(merges[keep, 0], merges[keep, 1], ranks[keep], merged[keep])
         elif rule == "ranks":
@@ -113,12 +122,36 @@ class BPEModel:
             order = np.unique(-scores[mergeable], return_inverse=True)[1]
             self.merge_rank[:n][mergeable] = order
             self.pairs = PairTable.empty()
+            produced = np.flatnonzero(mergeable)
+            pairs = _score_pairs(spec.tokens, mergeable, self.merge_rank)
+            if pairs is not None:  # same merges, looked up by id pair instead of hashing bytes
+                flags &= ~bpe_kernel.FLAG_RANK_BY_BYTES
+                self.pairs = pairs
         else:
             raise UnsupportedComponentError(f"BPE merge rule {rule!r}")
+        types = np.asarray(spec.token_types)
+        self.token_flags = np.zeros(1, np.uint8)
+        self.touched = np.zeros(1, np.int64)
+        if opts.get("resegment_unused", False) and types.shape[0] == n:
+            unused = (types == TokenType.UNUSED) & model_mask(spec)
+            if unused.any():
+                # sentencepiece splits merged UNUSED pieces back into the pieces they came from
+                flags |= bpe_kernel.FLAG_RESEGMENT_UNUSED
+                self.token_flags = unused.astype(np.uint8) * np.uint8(bpe_kernel.TOKEN_UNUSED)
+                self.touched = np.zeros(int(unused.sum()) + 1, np.int64)
+        self.unsafe_prev = np.full(1, -1, np.int64)
+        if rule in ("pairs", "scores") and not flags & (bpe_kernel.FLAG_BYTE_SYMBOLS |
+                                                         bpe_kernel.FLAG_WHOLE_PIECE_FIRST):
+            unsafe = _space_symbol_unsafe_prev(spec.tokens, produced, self.vocab)
+            if unsafe is not None:
+                flags |= bpe_kernel.FLAG_SPLIT_SPACE_SYMBOL
+                self.unsafe_prev = unsafe
         self.flags = np.int64(flags)
         unk = opts.get("unk_id")
         self.unk_id = np.int64(-1 if unk is None else unk)
         self.byte_ids = self._byte_ids(spec, flags)
+        if flags & bpe_kernel.FLAG_BYTE_FALLBACK and unk is not None:
+            self.byte_ids[self.byte_ids < 0] = unk  # a byte without a <0xXX> token is unknown
         self.max_len = np.int64(max(self.vocab.max_len, 1))
 
     def _merged_ids(self, spec: TokenizerSpec, merges: np.ndarray) -> np.ndarray:
@@ -149,14 +182,83 @@ class BPEModel:
         out_starts = np.empty(total, np.int64)
         out_ends = np.empty(total, np.int64)
         v, p = self.vocab, self.pairs
+        rev_left = ws.rev_left(self.token_flags.shape[0])
         n = bpe_kernel.bpe_encode(
             buf, starts, ends, np.int64(starts.shape[0]),
             v.blob, v.offsets, v.table, self.byte_ids, self.merge_rank,
             p.keys, p.ranks, p.merged,
             self.flags, self.unk_id, self.max_len,
             out_ids, out_starts, out_ends,
-            ws.start, ws.end, ws.id, ws.rank, ws.prev, ws.next, ws.heap)
+            ws.start, ws.end, ws.id, ws.rank, ws.prev, ws.next, ws.heap,
+            self.token_flags, rev_left, self.touched, ws.stack, self.unsafe_prev)
         return out_ids[:n], out_starts[:n], out_ends[:n]
+
+
+SPACE_SYMBOL = "\u2581".encode("utf-8")
+
+
+def _space_symbol_unsafe_prev(tokens: list[bytes], produced: np.ndarray, vocab: TokenTable):
+    """Code points X such that some token a merge can produce contains X followed by U+2581 (the
+    cuts :data:`~tokjit.kernels.bpe.FLAG_SPLIT_SPACE_SYMBOL` must not make), or None when cutting
+    does not apply (U+2581 is not itself a token, so unknown-run fusing could differ)."""
+    space_id = _lookup(vocab, SPACE_SYMBOL)
+    if space_id < 0:
+        return None
+    unsafe = set()
+    for tid in np.unique(produced).tolist():
+        tok = tokens[tid]
+        pos = tok.find(SPACE_SYMBOL, 1)
+        while pos > 0:
+            try:
+                unsafe.add(ord(tok[:pos].decode("utf-8")[-1]))
+            except (UnicodeDecodeError, IndexError):
+                return None
+            pos = tok.find(SPACE_SYMBOL, pos + 1)
+    return np.asarray(sorted(unsafe) or [-1], np.int64)
+
+
+def _lookup(vocab: TokenTable, data: bytes) -> int:
+    from .kernels.lookup import lookup_bytes
+    buf = np.frombuffer(data, np.uint8)
+    return int(lookup_bytes(buf, np.int64(0), np.int64(len(data)), vocab.blob, vocab.offsets, vocab.table))
+
+
+def _score_pairs(tokens: list[bytes], mergeable: np.ndarray, merge_rank: np.ndarray):
+    """Pair table (left id, right id) -> (rank, merged id) equivalent to merging by concatenated bytes.
+
+    Exact only if every symbol that can take part in a merge has an id: merged symbols always do,
+    initial symbols (single characters) do when each character of every mergeable piece is itself a
+    mergeable piece. Returns None (keep the byte-hash path) otherwise.
+    """
+    index: dict[bytes, int] = {}
+    for i in np.flatnonzero(mergeable).tolist():
+        index.setdefault(tokens[i], i)
+    lefts, rights, ranks, merged = [], [], [], []
+    for tok, tid in index.items():
+        try:
+            text = tok.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if len(text) == 1:
+            continue
+        pos = 0
+        cuts = []
+        for ch in text:
+            pos += len(ch.encode("utf-8"))
+            cuts.append(pos)
+            if ch.encode("utf-8") not in index:
+                return None
+        for cut in cuts[:-1]:
+            lid = index.get(tok[:cut])
+            rid = index.get(tok[cut:])
+            if lid is not None and rid is not None:
+                lefts.append(lid)
+                rights.append(rid)
+                ranks.append(merge_rank[tid])
+                merged.append(tid)
+    if len(lefts) > 50_000_000:
+        return None
+    return PairTable.build(lefts, rights, ranks, merged)
 
 
 def byte_fallback_ids(spec: TokenizerSpec) -> np.ndarray:
@@ -173,3 +275,6 @@ def byte_fallback_ids(spec: TokenizerSpec) -> np.ndarray:
 register_model("BPE")(BPEModel)
 
 __all__ = ["BPEModel", "Workspace", "build_model", "register_model", "byte_fallback_ids", "TokenType"]
+
+from . import wordpiece as _wordpiece  # noqa: E402,F401  registers the WordPiece family (model and components)
+from . import unigram as _unigram  # noqa: E402,F401  registers "Unigram"

@@ -241,6 +241,7 @@ class Tokenizer:
             return np.zeros(0, np.int32), _EMPTY_I64, _EMPTY_I64
         pieces = Pieces.whole(seg, align)
         if self.pre_tokenizer is not None:
+            pieces.origin = offset + (0 if align is None else int(align[0]))
             pieces = self.pre_tokenizer(pieces)
         ids, ts, te = self.model.encode_pieces(pieces.buf, pieces.starts, pieces.ends, self._workspace())
         if pieces.align is not None:
@@ -310,6 +311,9 @@ class Tokenizer:
         return self.decode_bytes(arr, skip_special_tokens=skip_special_tokens).decode("utf-8", errors)
 
     def _decode_chain(self, arr: np.ndarray, skip_special_tokens: bool) -> str:
+        decode_ids = getattr(self.decoder, "decode_ids", None)
+        if decode_ids is not None:  # decoders that need ids (token types) or have their own fast path
+            return decode_ids(self, arr, skip_special_tokens, "replace")
         tokens = []
         for t in arr.tolist():
             if skip_special_tokens and self._special_ids[t]:

@@ -24,6 +24,11 @@ FLAG_WHOLE_PIECE_FIRST = 2  # a piece that is itself a token is emitted as is (t
 FLAG_RANK_BY_BYTES = 4  # rank = merge_rank[id of the merged bytes], else the pair table
 FLAG_BYTE_FALLBACK = 8  # unknown symbols become <0xXX> tokens
 FLAG_FUSE_UNK = 16  # consecutive unknown symbols give one unknown token
+FLAG_RESEGMENT_UNUSED = 32  # merged UNUSED pieces are split back into their parts (sentencepiece)
+
+FLAG_SPLIT_SPACE_SYMBOL = 64  # cut pieces before U+2581 where no token could merge across the cut
+
+TOKEN_UNUSED = 1  # bit in ``token_flags``
 
 # Pieces up to this many symbols merge by a linear scan (cache friendly, like tiktoken's small path);
 # longer ones use a heap so "x" * 1_000_000 stays O(n log n).
@@ -62,6 +67,78 @@ def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
     if pair_keys[slot] == -1:
         return NO_RANK, -1
     return pair_ranks[slot], pair_merged[slot]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _space_split_end(buf, ps, pe, unsafe_prev):
+    """End of the first sub-piece of ``buf[ps:pe]``: the first U+2581 after its first character whose
+    preceding character is not in ``unsafe_prev`` (code points that end a token's prefix right before a
+    U+2581), else ``pe``. A merge never crosses such a cut, so encoding the parts apart is exact, and
+    it keeps whole sentencepiece lines (one piece) off the slower heap path."""
+    q = ps + _utf8_len(buf[ps])
+    while q + 3 <= pe:
+        if buf[q] == 0xE2 and buf[q + 1] == 0x96 and buf[q + 2] == 0x81:
+            k = q - 1
+            while k > ps and (buf[k] & 0xC0) == 0x80:
+                k -= 1
+            lead = np.int64(buf[k])
+            n = q - k
+            if n == 1:
+                cp = lead
+            else:
+                cp = lead & (0x7F >> n)
+                for t in range(k + 1, q):
+                    cp = (cp << 6) | (np.int64(buf[t]) & 0x3F)
+            safe = True
+            for u in range(unsafe_prev.shape[0]):
+                if unsafe_prev[u] == cp:
+                    safe = False
+                    break
+            if safe:
+                return q
+            q += 3
+        else:
+            q += 1
+    return pe
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _note_candidate(merged, left_len, token_flags, rev_left, touched, n_touched):
+    """Remember how an UNUSED piece was last proposed as a merge (sentencepiece's ``rev_merge``, which
+    keeps the latest proposal per piece, executed or not). Returns the new ``n_touched``."""
+    if merged >= 0 and (token_flags[merged] & TOKEN_UNUSED) != 0:
+        if rev_left[merged] < 0:
+            touched[n_touched] = merged
+            n_touched += 1
+        rev_left[merged] = left_len
+    return n_touched
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _emit_one(buf, s, e, sid, byte_fallback, fuse_unk, unk_id, byte_ids, last_was_unk,
+              out_ids, out_starts, out_ends, n_out):
+    """Write symbol ``buf[s:e]`` (token ``sid``, -1 = none): the token, its bytes, or unknown."""
+    if sid >= 0:
+        out_ids[n_out] = sid
+        out_starts[n_out] = s
+        out_ends[n_out] = e
+        return n_out + 1, False
+    if byte_fallback:
+        for b in range(s, e):
+            out_ids[n_out] = byte_ids[buf[b]]
+            out_starts[n_out] = b
+            out_ends[n_out] = b + 1
+            n_out += 1
+        return n_out, False
+    if unk_id >= 0:
+        if fuse_unk and last_was_unk:
+            out_ends[n_out - 1] = e
+            return n_out, True
+        out_ids[n_out] = unk_id
+        out_starts[n_out] = s
+        out_ends[n_out] = e
+        return n_out + 1, True
+    return n_out, last_was_unk
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -107,7 +184,8 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
                pair_keys, pair_ranks, pair_merged,
                flags, unk_id, max_token_len,
                out_ids, out_starts, out_ends,
-               ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap):
+               ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
+               token_flags, rev_left, touched, stack, unsafe_prev):
     """Encode every piece ``buf[piece_starts[i]:piece_ends[i]]``; returns the number of ids written.
 
     Algorithm: optional whole-piece lookup, then repeatedly merge the adjacent pair of lowest rank,
@@ -116,18 +194,43 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
     array; long pieces a lazy-deletion binary heap over a linked list, O(m log m).
     Writes ids and the byte span each id covers into ``out_*`` (capacity >= total piece bytes),
     using the ``ws_*``/``heap`` workspaces (capacity >= longest piece, heap >= 3x that).
+
+    With ``FLAG_RESEGMENT_UNUSED`` (sentencepiece ``bpe_model.cc``): merge candidates are proposed in
+    sentencepiece's order (all bigrams left to right, then after each merge the pair to the left of the
+    new symbol and the pair to its right); for UNUSED pieces the latest proposal's split is kept in
+    ``rev_left`` (-1 filled, one per id; ``touched`` lists ids to reset, capacity = number of UNUSED
+    ids), and an UNUSED result is recursively split back using ``stack`` (capacity >= 2 * longest
+    piece + 2). ``token_flags``/``rev_left`` may have length 1 without the flag.
+
+    With ``FLAG_SPLIT_SPACE_SYMBOL`` each piece is first cut before U+2581 (see ``_space_split_end``;
+    ``unsafe_prev`` lists the code points after which no cut is made).
     """
     byte_symbols = (flags & FLAG_BYTE_SYMBOLS) != 0
     whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
     by_bytes = (flags & FLAG_RANK_BY_BYTES) != 0
     byte_fallback = (flags & FLAG_BYTE_FALLBACK) != 0
     fuse_unk = (flags & FLAG_FUSE_UNK) != 0
+    resegment = (flags & FLAG_RESEGMENT_UNUSED) != 0
+    split_space = (flags & FLAG_SPLIT_SPACE_SYMBOL) != 0
+    n_touched = 0
     n_out = 0
-    for p in range(n_pieces):
-        ps = piece_starts[p]
-        pe = piece_ends[p]
-        if pe <= ps:
-            continue
+    p = -1
+    cursor = np.int64(0)
+    piece_end = np.int64(0)
+    while True:
+        if cursor >= piece_end:
+            p += 1
+            if p >= n_pieces:
+                break
+            cursor = piece_starts[p]
+            piece_end = piece_ends[p]
+            if piece_end <= cursor:
+                continue
+        ps = cursor
+        pe = piece_end
+        if split_space:
+            pe = _space_split_end(buf, ps, piece_end, unsafe_prev)
+        cursor = pe
         if whole_first and pe - ps <= max_token_len:
             tid = lookup_bytes(buf, ps, pe, tok_blob, tok_offsets, tok_table)
             if tid >= 0:
@@ -161,6 +264,9 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
                                     pair_keys, pair_ranks, pair_merged, max_token_len)
                 ws_rank[k] = r
                 ws_next[k] = mid
+                if resegment:
+                    n_touched = _note_candidate(mid, ws_end[k] - ws_start[k], token_flags, rev_left,
+                                                touched, n_touched)
             while m > 1:
                 best = NO_RANK
                 bi = -1
@@ -185,12 +291,18 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
                                         pair_keys, pair_ranks, pair_merged, max_token_len)
                     ws_rank[bi - 1] = r
                     ws_next[bi - 1] = mid
+                    if resegment:
+                        n_touched = _note_candidate(mid, ws_end[bi - 1] - ws_start[bi - 1], token_flags,
+                                                    rev_left, touched, n_touched)
                 if bi < m - 1:
                     r, mid = _pair_rank(buf, ws_start[bi], ws_id[bi], ws_end[bi + 1], ws_id[bi + 1], by_bytes,
                                         tok_blob, tok_offsets, tok_table, merge_rank,
                                         pair_keys, pair_ranks, pair_merged, max_token_len)
                     ws_rank[bi] = r
                     ws_next[bi] = mid
+                    if resegment:
+                        n_touched = _note_candidate(mid, ws_end[bi] - ws_start[bi], token_flags,
+                                                    rev_left, touched, n_touched)
             order_first = 0
             use_links = False
         else:
@@ -206,6 +318,9 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
                 ws_rank[k] = r
                 if r != NO_RANK:
                     hsize = _heap_push(heap, hsize, (np.int64(r) << 32) | k)
+                    if resegment:
+                        n_touched = _note_candidate(mid, ws_end[k] - ws_start[k], token_flags, rev_left,
+                                                    touched, n_touched)
             while hsize > 0:
                 key, hsize = _heap_pop(heap, hsize)
                 k = np.int64(key & 0xFFFFFFFF)
@@ -224,22 +339,30 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
                 ws_next[k] = nn
                 if nn >= 0:
                     ws_prev[nn] = k
-                    r2, _ = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[nn], ws_id[nn], by_bytes,
-                                       tok_blob, tok_offsets, tok_table, merge_rank,
-                                       pair_keys, pair_ranks, pair_merged, max_token_len)
-                    ws_rank[k] = r2
-                    if r2 != NO_RANK:
-                        hsize = _heap_push(heap, hsize, (np.int64(r2) << 32) | k)
-                else:
-                    ws_rank[k] = NO_RANK
+                # the pair on the left first, as sentencepiece proposes them (matters for rev_left)
                 pk = ws_prev[k]
                 if pk >= 0:
-                    r3, _ = _pair_rank(buf, ws_start[pk], ws_id[pk], ws_end[k], ws_id[k], by_bytes,
-                                       tok_blob, tok_offsets, tok_table, merge_rank,
-                                       pair_keys, pair_ranks, pair_merged, max_token_len)
+                    r3, mid3 = _pair_rank(buf, ws_start[pk], ws_id[pk], ws_end[k], ws_id[k], by_bytes,
+                                          tok_blob, tok_offsets, tok_table, merge_rank,
+                                          pair_keys, pair_ranks, pair_merged, max_token_len)
                     ws_rank[pk] = r3
                     if r3 != NO_RANK:
                         hsize = _heap_push(heap, hsize, (np.int64(r3) << 32) | pk)
+                        if resegment:
+                            n_touched = _note_candidate(mid3, ws_end[pk] - ws_start[pk], token_flags,
+                                                        rev_left, touched, n_touched)
+                if nn >= 0:
+                    r2, mid2 = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[nn], ws_id[nn], by_bytes,
+                                          tok_blob, tok_offsets, tok_table, merge_rank,
+                                          pair_keys, pair_ranks, pair_merged, max_token_len)
+                    ws_rank[k] = r2
+                    if r2 != NO_RANK:
+                        hsize = _heap_push(heap, hsize, (np.int64(r2) << 32) | k)
+                        if resegment:
+                            n_touched = _note_candidate(mid2, ws_end[k] - ws_start[k], token_flags,
+                                                        rev_left, touched, n_touched)
+                else:
+                    ws_rank[k] = NO_RANK
             order_first = 0
             use_links = True
         # emit
@@ -248,31 +371,38 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
         last_was_unk = False
         while (use_links and k >= 0) or ((not use_links) and k < m):
             sid = ws_id[k]
-            if sid >= 0:
-                out_ids[n_out] = sid
-                out_starts[n_out] = ws_start[k]
-                out_ends[n_out] = ws_end[k]
-                n_out += 1
-                last_was_unk = False
-            elif byte_fallback:
-                for b in range(ws_start[k], ws_end[k]):
-                    out_ids[n_out] = byte_ids[buf[b]]
-                    out_starts[n_out] = b
-                    out_ends[n_out] = b + 1
-                    n_out += 1
-                last_was_unk = False
-            elif unk_id >= 0:
-                if fuse_unk and last_was_unk:
-                    out_ends[n_out - 1] = ws_end[k]
-                else:
-                    out_ids[n_out] = unk_id
-                    out_starts[n_out] = ws_start[k]
-                    out_ends[n_out] = ws_end[k]
-                    n_out += 1
-                last_was_unk = True
+            if resegment and sid >= 0 and (token_flags[sid] & TOKEN_UNUSED) != 0:
+                # sentencepiece `resegment`: split an UNUSED piece by its recorded proposal, recursively
+                stack[0] = ws_start[k]
+                stack[1] = ws_end[k]
+                top = 2
+                while top > 0:
+                    se = stack[top - 1]
+                    ss = stack[top - 2]
+                    top -= 2
+                    tid = sid if (ss == ws_start[k] and se == ws_end[k]) else \
+                        lookup_bytes(buf, ss, se, tok_blob, tok_offsets, tok_table)
+                    if tid >= 0 and (token_flags[tid] & TOKEN_UNUSED) != 0 and rev_left[tid] > 0 \
+                            and rev_left[tid] < se - ss:
+                        cut = ss + rev_left[tid]
+                        stack[top] = cut
+                        stack[top + 1] = se
+                        stack[top + 2] = ss
+                        stack[top + 3] = cut
+                        top += 4
+                    else:
+                        n_out, last_was_unk = _emit_one(buf, ss, se, tid, byte_fallback, fuse_unk, unk_id,
+                                                        byte_ids, last_was_unk, out_ids, out_starts,
+                                                        out_ends, n_out)
+            else:
+                n_out, last_was_unk = _emit_one(buf, ws_start[k], ws_end[k], sid, byte_fallback, fuse_unk,
+                                                unk_id, byte_ids, last_was_unk, out_ids, out_starts,
+                                                out_ends, n_out)
             count += 1
             if use_links:
                 k = ws_next[k]
             else:
                 k += 1
+    for t in range(n_touched):
+        rev_left[touched[t]] = -1
     return n_out
