@@ -1,0 +1,281 @@
+"""Unigram (SentencePiece / HF ``tokenizers``) kernels: a byte trie over the vocabulary and the Viterbi
+search for the best-scoring segmentation.
+
+The trie is a set of edges ``(node, byte) -> child`` in an open-addressing hash table (``keys`` int64 =
+``node * 256 + byte``, -1 empty; ``children`` int32) plus ``node_value`` (token id ending at a node or
+-1). Walking it from each position enumerates every vocabulary piece starting there in one pass.
+
+Both references run the same "optimized" Viterbi (best path ending at each byte offset, lattice
+generated on the fly) but with different arithmetic, and ties (equal path scores) are common enough
+that the arithmetic decides ids:
+
+* ``ARITH_SPM`` (sentencepiece ``unigram_model.cc`` ``EncodeOptimized``): path scores are stored as
+  float32; a piece's candidate is computed in double (``score + best``, the user-defined bonus
+  ``length * max_score - 0.1`` makes the expression double) and compared in double against the stored
+  float; the unknown candidate is a float32 sum compared in float32.
+* ``ARITH_HF`` (tokenizers ``models/unigram/model.rs``): everything in float64.
+
+In both a candidate replaces the stored best only when strictly greater, so the earliest start wins ties.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+ARITH_SPM = 0
+ARITH_HF = 1
+
+# per-id flags
+ID_USER_DEFINED = 1
+
+# result codes
+MISSING_UNK = -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _slot(key, mask):
+    return ((key * np.int64(-7046029254386353131)) >> 24) & mask
+
+
+@njit(cache=True, nogil=True, inline="always")
+def trie_child(keys, children, node, byte):
+    """Child of ``node`` along ``byte``, or -1."""
+    mask = keys.shape[0] - 1
+    key = node * 256 + byte
+    h = _slot(key, mask)
+    while True:
+        k = keys[h]
+        if k == key:
+            return np.int64(children[h])
+        if k < 0:
+            return np.int64(-1)
+        h = (h + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def count_trie_nodes(blob, offsets, order, n_keys):
+    """Number of trie nodes (root included) for keys visited in sorted ``order``: 1 + sum of each key's
+    length beyond its common prefix with the previous key. O(total key bytes)."""
+    nodes = 1
+    prev = -1
+    for r in range(n_keys):
+        t = order[r]
+        s = offsets[t]
+        length = offsets[t + 1] - s
+        lcp = 0
+        if prev >= 0:
+            ps = offsets[prev]
+            plen = offsets[prev + 1] - ps
+            limit = min(length, plen)
+            while lcp < limit and blob[s + lcp] == blob[ps + lcp]:
+                lcp += 1
+        nodes += length - lcp
+        prev = t
+    return nodes
+
+
+@njit(cache=True, nogil=True)
+def build_trie(blob, offsets, order, n_keys, values, max_len, keys, children, node_value):
+    """Insert keys (visited in lexicographic ``order``; equal keys later in the order overwrite the
+    value) into the edge table ``keys``/``children`` (size a power of two, at least twice the number of
+    edges, filled with -1) and ``node_value`` (filled with -1). O(total key bytes)."""
+    mask = keys.shape[0] - 1
+    path = np.zeros(max_len + 1, np.int64)
+    n_nodes = 1
+    prev = -1
+    for r in range(n_keys):
+        t = order[r]
+        s = offsets[t]
+        length = offsets[t + 1] - s
+        lcp = 0
+        if prev >= 0:
+            ps = offsets[prev]
+            plen = offsets[prev + 1] - ps
+            limit = min(length, plen)
+            while lcp < limit and blob[s + lcp] == blob[ps + lcp]:
+                lcp += 1
+        for d in range(lcp, length):
+            node = n_nodes
+            n_nodes += 1
+            key = path[d] * 256 + np.int64(blob[s + d])
+            h = _slot(key, mask)
+            while keys[h] >= 0:
+                h = (h + 1) & mask
+            keys[h] = key
+            children[h] = node
+            path[d + 1] = node
+        if length > 0:
+            node_value[path[length]] = values[t]
+        prev = t
+    return n_nodes
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _char_len(b0):
+    """sentencepiece ``OneCharLen`` (a stray continuation byte counts as one character)."""
+    if b0 < 0xC0:
+        return 1
+    if b0 < 0xE0:
+        return 2
+    if b0 < 0xF0:
+        return 3
+    return 4
+
+
+@njit(cache=True, nogil=True)
+def _viterbi(buf, s, e, keys, children, node_value, scores, id_flags, arith, unk_id, unk_score,
+             max_score, best_score, best_start, best_id):
+    """Best path over ``buf[s:e]``; fills ``best_*[k]`` for byte offsets k = 0..e-s (relative)."""
+    size = e - s
+    for k in range(size + 1):
+        best_start[k] = -1
+        best_id[k] = -1
+        best_score[k] = 0.0
+    unk_score32 = np.float32(unk_score)
+    max_score32 = np.float32(max_score)
+    pos = 0
+    while pos < size:
+        here = best_score[pos]
+        here32 = np.float32(here)
+        mblen = _char_len(buf[s + pos])
+        if mblen > size - pos:
+            mblen = size - pos
+        has_single = False
+        node = np.int64(0)
+        k = pos
+        while k < size:
+            node = trie_child(keys, children, node, np.int64(buf[s + k]))
+            if node < 0:
+                break
+            k += 1
+            tid = node_value[node]
+            if tid < 0:
+                continue
+            length = k - pos
+            if arith == ARITH_SPM:
+                if id_flags[tid] & ID_USER_DEFINED:
+                    score32 = np.float32(np.float64(np.float32(length) * max_score32) - 0.1)
+                else:
+                    score32 = np.float32(scores[tid])
+                cand32 = score32 + here32
+                if best_start[k] == -1 or cand32 > np.float32(best_score[k]):
+                    best_score[k] = np.float64(cand32)
+                    best_start[k] = pos
+                    best_id[k] = tid
+            else:
+                cand = scores[tid] + here
+                if best_start[k] == -1 or cand > best_score[k]:
+                    best_score[k] = cand
+                    best_start[k] = pos
+                    best_id[k] = tid
+            if length == mblen:
+                has_single = True
+        if not has_single:
+            k = pos + mblen
+            if arith == ARITH_SPM:
+                cand32 = unk_score32 + here32
+                if best_start[k] == -1 or cand32 > np.float32(best_score[k]):
+                    best_score[k] = np.float64(cand32)
+                    best_start[k] = pos
+                    best_id[k] = unk_id
+            else:
+                cand = unk_score + here
+                if best_start[k] == -1 or cand > best_score[k]:
+                    best_score[k] = cand
+                    best_start[k] = pos
+                    best_id[k] = unk_id
+        pos += mblen
+
+
+@njit(cache=True, nogil=True)
+def _exact_id(buf, s, e, keys, children, node_value):
+    node = np.int64(0)
+    for k in range(s, e):
+        node = trie_child(keys, children, node, np.int64(buf[k]))
+        if node < 0:
+            return np.int64(-1)
+    return np.int64(node_value[node]) if e > s else np.int64(-1)
+
+
+@njit(cache=True, nogil=True)
+def unigram_encode(buf, starts, ends, n_pieces, keys, children, node_value, scores, id_flags, byte_ids,
+                   arith, unk_id, unk_score, max_score, byte_fallback,
+                   out_ids, out_starts, out_ends, best_score, best_start, best_id, path_start, path_end):
+    """Encode each piece ``buf[starts[i]:ends[i]]`` by Viterbi; append ids and byte spans to ``out_*``.
+
+    Unknown characters become one ``unk_id`` node each; afterwards runs of them are merged into one
+    token (sentencepiece ``PopulateSentencePieceText`` / HF ``fuse_unk``), or with ``byte_fallback``
+    spelled as ``<0xXX>`` tokens (``byte_ids``; sentencepiece maps a missing byte piece to unk; HF
+    falls back to one unk for the run). HF also looks a fused run up in the vocabulary first.
+    ``best_*`` / ``path_*`` need the longest piece + 1 slots; ``out_*`` the total piece bytes.
+    Returns the number of tokens, or ``MISSING_UNK`` when an unknown character appears and the
+    model has no unk id. O(bytes * longest match).
+    """
+    n_out = 0
+    for p in range(n_pieces):
+        s = starts[p]
+        e = ends[p]
+        if e <= s:
+            continue
+        if unk_id < 0:
+            # the reference fails only when the unknown node is actually needed; find out first
+            _viterbi(buf, s, e, keys, children, node_value, scores, id_flags, arith, np.int64(-2),
+                     unk_score, max_score, best_score, best_start, best_id)
+        else:
+            _viterbi(buf, s, e, keys, children, node_value, scores, id_flags, arith, unk_id,
+                     unk_score, max_score, best_score, best_start, best_id)
+        # backtrack into path_* (reversed)
+        n_path = 0
+        k = e - s
+        while k > 0:
+            path_start[n_path] = best_start[k]
+            path_end[n_path] = k
+            n_path += 1
+            k = best_start[k]
+        j = n_path - 1
+        while j >= 0:
+            ts = path_start[j]
+            te = path_end[j]
+            tid = best_id[te]
+            if tid < 0:
+                return MISSING_UNK
+            if tid != unk_id:
+                out_ids[n_out] = tid
+                out_starts[n_out] = s + ts
+                out_ends[n_out] = s + te
+                n_out += 1
+                j -= 1
+                continue
+            # a run of unknown nodes
+            run_end = te
+            j -= 1
+            if not (arith == ARITH_SPM and byte_fallback):
+                while j >= 0 and best_id[path_end[j]] == unk_id:
+                    run_end = path_end[j]
+                    j -= 1
+            rid = unk_id
+            if arith == ARITH_HF:
+                found = _exact_id(buf, s + ts, s + run_end, keys, children, node_value)
+                if found >= 0:
+                    rid = found
+            if rid == unk_id and byte_fallback:
+                ok = True
+                if arith == ARITH_HF:
+                    for b in range(s + ts, s + run_end):
+                        if byte_ids[buf[b]] < 0:
+                            ok = False
+                            break
+                if ok:
+                    for b in range(s + ts, s + run_end):
+                        bid = byte_ids[buf[b]]
+                        out_ids[n_out] = bid if bid >= 0 else unk_id
+                        out_starts[n_out] = s + ts
+                        out_ends[n_out] = s + run_end
+                        n_out += 1
+                    continue
+            out_ids[n_out] = rid
+            out_starts[n_out] = s + ts
+            out_ends[n_out] = s + run_end
+            n_out += 1
+    return n_out
