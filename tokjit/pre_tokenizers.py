@@ -51,7 +51,7 @@ class Pieces:
     starts: np.ndarray
     ends: np.ndarray
     align: np.ndarray | None = None
-    origin: int = 0  # offset in the caller's text of ``buf[0]`` (HF ``offsets_original``, Metaspace "first")
+    origin: int = 0  # caller's text offset that ``align`` values are relative to (Metaspace "first")
 
     @classmethod
     def whole(cls, buf: np.ndarray, align: np.ndarray | None = None) -> "Pieces":
@@ -212,8 +212,10 @@ class Split:
         self.invert = bool(config.get("invert", False))
         if "Regex" in pattern:
             # "syntax" is tokjit's own key: loaders of non-HF formats name their reference engine
-            self.find = RegexSplitter(pattern["Regex"], syntax=config.get("syntax", "onig")).find
+            self.splitter = RegexSplitter(pattern["Regex"], syntax=config.get("syntax", "onig"))
+            self.find = self.splitter.find
         elif "String" in pattern:
+            self.splitter = None
             self.find = find_literal(pattern["String"].encode("utf-8"))
         else:
             raise UnsupportedComponentError(f"Split pattern {pattern!r}")
@@ -258,7 +260,8 @@ class ByteLevel:
 
     def __init__(self, config: dict):
         self.add_prefix_space = bool(config.get("add_prefix_space", True))
-        self.split = RegexSplitter(GPT2_PATTERN).find if config.get("use_regex", True) else None
+        self.splitter = RegexSplitter(GPT2_PATTERN) if config.get("use_regex", True) else None
+        self.split = self.splitter.find if self.splitter is not None else None
 
     def __call__(self, pieces: Pieces) -> Pieces:
         if self.add_prefix_space:
@@ -376,8 +379,10 @@ class Metaspace:
             prepend = np.ones(n, np.bool_)
         else:
             prepend = np.zeros(n, np.bool_)
-            if self.scheme == "first" and n and pieces.origin == 0:
-                prepend[0] = pieces.starts[0] == 0
+            if self.scheme == "first" and n:
+                # HF: only a piece whose original offset is 0 (after normalization, so text the
+                # normalizer removed at the start, or an added token there, means no prefix)
+                prepend[:] = (pieces.origin + align[pieces.starts]) == 0
         r = self.rep.shape[0]
         total = int(buf.shape[0])
         cap = r * (total + n) + 1

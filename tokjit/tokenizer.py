@@ -12,6 +12,7 @@ import numpy as np
 
 from . import decoders as decoders_mod
 from .added_tokens import AddedTokenMatcher
+from .fast_path import fused_path_for
 from .errors import InputError, UnknownEncodingError
 from .models import Workspace, build_model
 from .normalizers import build_normalizer
@@ -78,10 +79,13 @@ class Tokenizer:
         self._local = threading.local()
         added = spec.added_tokens
         # parse_special=True: every added token; False: only those the reference always matches
-        self._match_all = AddedTokenMatcher([t for t in added if not t.normalized])
-        self._match_plain = AddedTokenMatcher([t for t in added if not t.normalized and not t.special])
-        self._match_all_norm = AddedTokenMatcher([t for t in added if t.normalized])
-        self._match_plain_norm = AddedTokenMatcher([t for t in added if t.normalized and not t.special])
+        # tokens flagged "normalized" match the normalized text; without a normalizer that is the raw text
+        raw = [t for t in added if not t.normalized or self.normalizer is None]
+        norm = [t for t in added if t.normalized and self.normalizer is not None]
+        self._match_all = AddedTokenMatcher(raw)
+        self._match_plain = AddedTokenMatcher([t for t in raw if not t.special])
+        self._match_all_norm = AddedTokenMatcher(norm)
+        self._match_plain_norm = AddedTokenMatcher([t for t in norm if not t.special])
         self._token_to_id: dict[str, int] | None = None
         self._special_ids = np.zeros(max(len(spec.tokens), 1), np.bool_)
         for t in added:
@@ -90,6 +94,7 @@ class Tokenizer:
         types = spec.token_types
         self._special_ids[: len(types)] |= (types == TokenType.CONTROL)
         self._decode_blob, self._decode_offsets = self._build_decode_table()
+        self._fused = fused_path_for(self)
 
     # ==============================================================================================
     # Encoding
@@ -130,6 +135,12 @@ class Tokenizer:
     def encode_batch(self, texts: Sequence[str], *, num_threads: int | None = None,
                      add_special_tokens: bool = False, parse_special: bool = False) -> list[list[int]]:
         """Encode many texts over a thread pool; kernels release the GIL."""
+        if self._fused is not None:
+            flat, offsets = self._fused.encode_texts(list(texts), parse_special, self._threads(num_threads))
+            ids = flat.tolist()
+            out = [ids[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+            return [self.post_process(x) for x in out] if add_special_tokens else out
+
         def one(t):
             return self.encode(t, add_special_tokens=add_special_tokens, parse_special=parse_special)
         return self._map(one, texts, num_threads)
@@ -137,6 +148,9 @@ class Tokenizer:
     def encode_batch_numpy(self, texts: Sequence[str], *, num_threads: int | None = None,
                            add_special_tokens: bool = False, parse_special: bool = False):
         """Encode many texts into one flat int32 array plus int64 offsets (``len(texts) + 1``)."""
+        if self._fused is not None and not (add_special_tokens and self.post_processor is not None):
+            return self._fused.encode_texts(list(texts), parse_special, self._threads(num_threads))
+
         def one(t):
             return self.encode_to_numpy(t, add_special_tokens=add_special_tokens, parse_special=parse_special)
         parts = self._map(one, texts, num_threads)
@@ -146,10 +160,13 @@ class Tokenizer:
         flat = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
         return flat, offsets
 
+    @staticmethod
+    def _threads(num_threads: int | None) -> int:
+        return min(os.cpu_count() or 1, 8) if num_threads is None else max(1, int(num_threads))
+
     def _map(self, fn, items, num_threads):
         items = list(items)
-        if num_threads is None:
-            num_threads = min(os.cpu_count() or 1, 8)
+        num_threads = self._threads(num_threads)
         if num_threads <= 1 or len(items) <= 1:
             return [fn(x) for x in items]
         chunk = max(1, len(items) // (num_threads * 4))
@@ -185,6 +202,14 @@ class Tokenizer:
 
     def _encode_array(self, buf: np.ndarray, parse_special: bool, want_spans: bool):
         """Ids (int32) and, with ``want_spans``, the byte span of each id in ``buf``."""
+        if self._fused is not None and not want_spans:
+            n = buf.shape[0]
+            ids, _ = self._fused.encode_docs(buf, np.zeros(1, np.int64), np.full(1, n, np.int64), parse_special)
+            return ids, None, None
+        return self._encode_staged(buf, parse_special, want_spans)
+
+    def _encode_staged(self, buf: np.ndarray, parse_special: bool, want_spans: bool):
+        """The component-by-component pipeline (every tokenizer; spans for offsets)."""
         matcher = self._match_all if parse_special else self._match_plain
         ms, me, mids = matcher.find(buf, 0, buf.shape[0])
         if ms.shape[0] == 0:
@@ -241,7 +266,7 @@ class Tokenizer:
             return np.zeros(0, np.int32), _EMPTY_I64, _EMPTY_I64
         pieces = Pieces.whole(seg, align)
         if self.pre_tokenizer is not None:
-            pieces.origin = offset + (0 if align is None else int(align[0]))
+            pieces.origin = offset
             pieces = self.pre_tokenizer(pieces)
         ids, ts, te = self.model.encode_pieces(pieces.buf, pieces.starts, pieces.ends, self._workspace())
         if pieces.align is not None:

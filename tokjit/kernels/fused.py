@@ -1,0 +1,81 @@
+"""One kernel for the whole byte-level BPE pipeline over a batch of documents.
+
+Tokenizers without a normalizer whose pre-tokenizer is a single regex split (tiktoken encodings,
+Llama 3, GPT-4o, Qwen-style tokenizer.json, GPT-2's ``ByteLevel(use_regex)``) run added-token
+splitting, the regex, the split behaviour and BPE for many documents in one call, so a batch costs
+one GIL release per thread instead of several Python round trips per document.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from ..added_tokens import find_added_tokens
+from ..pre_tokenizers import apply_split_behavior
+from ..pretokenize.regex_kernel import find_matches
+from .bpe import bpe_encode
+
+STATUS_OK = 0
+STATUS_REGEX_STACK = 1  # the regex needs a larger backtrack stack or memoization: redo this doc in Python
+STATUS_OUT_FULL = 2  # output buffer full: grow and resume at this doc
+
+
+@njit(cache=True, nogil=True)
+def encode_docs_bpe(buf, doc_starts, doc_ends, first_doc, last_doc,
+                    at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token,
+                    at_starts, at_ends, at_ids,
+                    rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff, rx_ranges, rx_gc, rx_params,
+                    rx_stack, match_starts, match_ends, behavior, invert, piece_starts, piece_ends,
+                    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
+                    pair_keys, pair_ranks, pair_merged, flags, unk_id, max_token_len,
+                    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
+                    token_flags, rev_left, touched, bpe_stack, unsafe_prev,
+                    tok_starts, tok_ends, out_ids, out_pos, doc_out_end, status):
+    """Encode documents ``first_doc..last_doc-1`` of ``buf``; returns the index of the first document
+    not finished (``last_doc`` when all are done) and sets ``status[0]``.
+
+    Per document: leftmost-longest added-token matches (trie), then for every gap the regex matches
+    (``find_matches``), the HF split behaviour and BPE (``bpe_encode``), exactly as the staged
+    pipeline does. Ids are appended to ``out_ids`` from ``out_pos[0]``; ``doc_out_end[d]`` is the end of
+    document ``d``'s ids. O(total bytes) apart from BPE's own bounds. Workspaces must hold the longest
+    document: matches/pieces >= 2 * bytes + 16, BPE workspaces >= bytes + 1, ``tok_*`` >= bytes.
+    """
+    status[0] = STATUS_OK
+    n_out = out_pos[0]
+    cap = out_ids.shape[0]
+    for d in range(first_doc, last_doc):
+        ds = doc_starts[d]
+        de = doc_ends[d]
+        if cap - n_out < de - ds:
+            status[0] = STATUS_OUT_FULL
+            out_pos[0] = n_out
+            return d
+        n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
+                                    at_edge_target, at_token, at_starts, at_ends, at_ids)
+        doc_begin = n_out
+        pos = ds
+        for a in range(n_added + 1):
+            seg_end = at_starts[a] if a < n_added else de
+            if seg_end > pos:
+                n_m = find_matches(buf, pos, seg_end, rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff,
+                                   rx_ranges, rx_gc, rx_params, match_starts, match_ends, rx_stack)
+                if n_m < 0:
+                    status[0] = STATUS_REGEX_STACK
+                    out_pos[0] = doc_begin
+                    return d
+                n_p = apply_split_behavior(pos, seg_end, match_starts, match_ends, n_m, behavior, invert,
+                                           piece_starts, piece_ends, 0)
+                n_ids = bpe_encode(buf, piece_starts, piece_ends, n_p,
+                                   tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
+                                   pair_keys, pair_ranks, pair_merged, flags, unk_id, max_token_len,
+                                   out_ids[n_out:], tok_starts, tok_ends,
+                                   ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
+                                   token_flags, rev_left, touched, bpe_stack, unsafe_prev)
+                n_out += n_ids
+            if a < n_added:
+                out_ids[n_out] = at_ids[a]
+                n_out += 1
+                pos = at_ends[a]
+        doc_out_end[d] = n_out
+    out_pos[0] = n_out
+    return last_doc
