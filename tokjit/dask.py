@@ -80,6 +80,7 @@ def encode_parquet_file(src_path: str, dst_path: str, tok, column: str = "text",
     import pyarrow.parquet as pq
 
     start = time.perf_counter()
+    cpu_start = time.process_time()
     src_fs, src = _filesystem(src_path)
     dst_fs, dst = _filesystem(dst_path)
     columns = None if keep_columns is True else list(dict.fromkeys(
@@ -99,7 +100,8 @@ def encode_parquet_file(src_path: str, dst_path: str, tok, column: str = "text",
     ids = out.column(out_column)
     n_tokens = sum(len(c.flatten()) for c in ids.chunks)
     return {"rows": table.num_rows, "bytes": int(n_bytes), "tokens": int(n_tokens),
-            "seconds": time.perf_counter() - start, "worker_pid": os.getpid()}
+            "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu_start,
+            "worker_pid": os.getpid()}
 
 
 def _tasks(src: str, split_row_groups: bool):
@@ -140,7 +142,8 @@ def encode_parquet(src: str, dst: str, tokenizer, column: str = "text", *, out_c
     One Dask task per file (per row group with ``split_row_groups=True``), run on the active
     ``distributed.Client`` if there is one, else on ``scheduler`` (any value ``dask.compute``
     accepts). ``num_threads`` per task: keep 1 when each worker has one thread per core.
-    Returns totals: rows, bytes, tokens, tasks, seconds (wall clock), MB_per_s, workers.
+    Returns totals: rows, bytes, tokens, tasks, seconds (wall clock), MB_per_s, workers, and
+    cpu_seconds (summed over tasks: with a busy machine, bytes / cpu_seconds is the per-core rate).
     """
     dask = _dask()
     _pyarrow()
@@ -155,7 +158,7 @@ def encode_parquet(src: str, dst: str, tokenizer, column: str = "text", *, out_c
     start = time.perf_counter()
     results = dask.compute(*graph, scheduler=scheduler) if scheduler is not None else dask.compute(*graph)
     elapsed = time.perf_counter() - start
-    totals = {k: sum(r[k] for r in results) for k in ("rows", "bytes", "tokens")}
+    totals = {k: sum(r[k] for r in results) for k in ("rows", "bytes", "tokens", "cpu_seconds")}
     totals.update(tasks=len(results), seconds=elapsed, MB_per_s=totals["bytes"] / 1e6 / max(elapsed, 1e-9),
                   workers=len({r["worker_pid"] for r in results}))
     return totals
