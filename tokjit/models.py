@@ -278,3 +278,4 @@ __all__ = ["BPEModel", "Workspace", "build_model", "register_model", "byte_fallb
 
 from . import wordpiece as _wordpiece  # noqa: E402,F401  registers the WordPiece family (model and components)
 from . import unigram as _unigram  # noqa: E402,F401  registers "Unigram"
+from . import llamacpp_pretokenizer as _llamacpp  # noqa: E402,F401  registers the LlamaCpp* components of GGUF specs

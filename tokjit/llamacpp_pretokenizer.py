@@ -1,0 +1,525 @@
+"""llama.cpp's own text splitting, for GGUF vocabularies.
+
+llama.cpp does not run the HF pre-tokenizer regexes the way HF does (``src/unicode.cpp``,
+``unicode_regex_split``); the differences change ids, so they are mirrored here:
+
+* the regexes of a ``tokenizer.ggml.pre`` type are applied in sequence, each one splitting every piece
+  of the previous one; matches *and* the text between them become pieces (nothing is dropped);
+* the GPT-2 and Llama 3 patterns are replaced by hand-written splitters (``custom_split`` below);
+* any other pattern runs in ``std::regex``. A pattern that names a Unicode category (``\\p{L}`` ...) runs
+  on a *collapsed* copy of the text where each non-ASCII code point is one placeholder per category
+  (and non-ASCII whitespace is ``\\v``); a pattern without categories runs on the code points with
+  non-ASCII whitespace replaced by ``\\v``. In both, ``\\s \\d \\w \\b`` are ASCII-only. We build the
+  same copy (:func:`build_view`), translate the pattern to one with identical meaning for our engine
+  (:func:`translate_pattern`), match, and map the spans back to the original bytes;
+* code point classes come from Unicode 15.1 (``data/llamacpp_unicode.npz``, see
+  ``scripts/gen_llamacpp_unicode.py``), like llama.cpp's generated tables.
+
+Also here: llama.cpp's SentencePiece-BPE (``llama``) normaliser and model, its WordPiece (``bert``)
+preprocessing and model, and its Unigram (``t5``) normaliser, each registered under a ``LlamaCpp*``
+component type.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+from numba import njit
+
+from .errors import UnsupportedComponentError
+from .load.gguf_pretypes import custom_splitter
+from .pre_tokenizers import BEHAVIORS, Pieces, RegexSplitter, apply_split_behavior, register_pre_tokenizer
+
+# category codes of data/llamacpp_unicode.npz (scripts/gen_llamacpp_unicode.py)
+UNDEF, NUMBER, LETTER, SEPARATOR, MARK, PUNCT, SYMBOL, CONTROL = range(8)
+WS_BIT = 0x80
+CAT_MASK = 0x7F
+
+_DATA = os.path.join(os.path.dirname(__file__), "data", "llamacpp_unicode.npz")
+
+
+@functools.lru_cache(maxsize=None)
+def _tables() -> dict:
+    with np.load(_DATA) as z:
+        d = {k: z[k] for k in z.files}
+    starts = d["flag_starts"].astype(np.int64)
+    lengths = np.diff(np.append(starts, 0x110000))
+    flags = np.repeat(d["flag_values"], lengths).astype(np.uint8)
+    flags.setflags(write=False)
+    lower = np.arange(0x110000, dtype=np.int32)
+    lower[d["lower_from"]] = d["lower_to"]
+    nfd = np.arange(0x110000, dtype=np.int32)
+    nfd[d["nfd_from"]] = d["nfd_to"]
+    return {"flags": flags, "lower": lower, "nfd": nfd}
+
+
+def cpt_flags() -> np.ndarray:
+    """uint8 per code point: category code | WS_BIT (llama.cpp's ``unicode_cpt_flags``, Unicode 15.1)."""
+    return _tables()["flags"]
+
+
+# --------------------------------------------------------------------------------------------------
+# UTF-8 helpers shared by the kernels
+# --------------------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def decode_utf8(buf, start, end, cps, offs):
+    """Code points of ``buf[start:end]`` into ``cps``; ``offs[i]`` = byte offset of code point i,
+    ``offs[n] = end``. Returns n. A malformed byte becomes U+FFFD (one per byte, like llama.cpp)."""
+    n = 0
+    i = start
+    while i < end:
+        b = np.int64(buf[i])
+        offs[n] = i
+        if b < 0x80:
+            cps[n] = b
+            i += 1
+        else:
+            if b >= 0xF0:
+                k = 3
+                cp = b & 0x07
+            elif b >= 0xE0:
+                k = 2
+                cp = b & 0x0F
+            elif b >= 0xC0:
+                k = 1
+                cp = b & 0x1F
+            else:
+                k = -1
+                cp = 0
+            ok = k > 0 and i + k < end + 1 and b < 0xF8
+            if ok:
+                for j in range(1, k + 1):
+                    c = np.int64(buf[i + j])
+                    if (c & 0xC0) != 0x80:
+                        ok = False
+                        break
+                    cp = (cp << 6) | (c & 0x3F)
+            if ok:
+                cps[n] = cp
+                i += k + 1
+            else:
+                cps[n] = 0xFFFD
+                i += 1
+        n += 1
+    offs[n] = end
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _flag_at(cps, flags, pos, n):
+    """Flags of code point ``pos`` of the piece, -1 outside it (llama.cpp's empty flags)."""
+    if pos < 0 or pos >= n:
+        return -1
+    cp = cps[pos]
+    if cp >= 0x110000:
+        return UNDEF
+    return np.int64(flags[cp])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_cat(f, cat):
+    return f >= 0 and (f & CAT_MASK) == cat
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_ws(f):
+    return f >= 0 and (f & WS_BIT) != 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_other(f):
+    """``[^\\s\\p{L}\\p{N}]`` as llama.cpp's splitters test it: any in-range code point that is not
+    whitespace, letter or number (unassigned code points included)."""
+    return f >= 0 and (f & WS_BIT) == 0 and (f & CAT_MASK) != LETTER and (f & CAT_MASK) != NUMBER
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ascii_lower(c):
+    if 65 <= c <= 90:
+        return c + 32
+    return c
+
+
+@njit(cache=True, nogil=True)
+def custom_split(buf, starts, ends, n_pieces, flags, kind, cps, offs, out_starts, out_ends):
+    """llama.cpp's hand-written splitters for the GPT-2 (kind 0) and Llama 3 (kind 1) patterns.
+
+    Mirrors ``unicode_regex_split_custom_gpt2`` / ``_llama3``: one left-to-right pass per piece over
+    code points classified by the Unicode 15.1 flags; each piece is split on its own (lookaheads
+    stop at its end). ``cps``/``offs`` are scratch (len(buf) + 1). Returns the number of sub-pieces.
+    O(bytes).
+    """
+    n_out = 0
+    for p in range(n_pieces):
+        n = decode_utf8(buf, starts[p], ends[p], cps, offs)
+        prev = 0
+        pos = 0
+        while pos < n:
+            cpt = cps[pos]
+            f = _flag_at(cps, flags, pos, n)
+            new_pos = -1
+            # 's|'t|'re|'ve|'m|'ll|'d (case-insensitive for llama3)
+            if cpt == 39 and pos + 1 < n:
+                nx = cps[pos + 1]
+                if kind == 1:
+                    nx = _ascii_lower(nx)
+                if nx == 115 or nx == 116 or nx == 109 or nx == 100:
+                    new_pos = pos + 2
+                elif pos + 2 < n:
+                    nn = cps[pos + 2]
+                    if kind == 1:
+                        nn = _ascii_lower(nn)
+                    if (nx == 114 and nn == 101) or (nx == 118 and nn == 101) or (nx == 108 and nn == 108):
+                        new_pos = pos + 3
+            if new_pos < 0 and kind == 0:
+                f2 = _flag_at(cps, flags, pos + 1, n) if cpt == 32 else f
+                if _is_cat(f2, LETTER):
+                    q = pos + (1 if cpt == 32 else 0)
+                    while _is_cat(_flag_at(cps, flags, q, n), LETTER):
+                        q += 1
+                    new_pos = q
+                elif _is_cat(f2, NUMBER):
+                    q = pos + (1 if cpt == 32 else 0)
+                    while _is_cat(_flag_at(cps, flags, q, n), NUMBER):
+                        q += 1
+                    new_pos = q
+                elif _is_other(f2):
+                    q = pos + (1 if cpt == 32 else 0)
+                    while _is_other(_flag_at(cps, flags, q, n)):
+                        q += 1
+                    new_pos = q
+            elif new_pos < 0:
+                # [^\r\n\p{L}\p{N}]?\p{L}+
+                if not (cpt == 13 or cpt == 10 or _is_cat(f, NUMBER)):
+                    if _is_cat(f, LETTER) or _is_cat(_flag_at(cps, flags, pos + 1, n), LETTER):
+                        q = pos + 1
+                        while _is_cat(_flag_at(cps, flags, q, n), LETTER):
+                            q += 1
+                        new_pos = q
+                # \p{N}{1,3}
+                if new_pos < 0 and _is_cat(f, NUMBER):
+                    q = pos
+                    ini = pos
+                    while _is_cat(_flag_at(cps, flags, q, n), NUMBER):
+                        q += 1
+                        if q - ini >= 3:
+                            out_starts[n_out] = offs[prev]
+                            out_ends[n_out] = offs[q]
+                            n_out += 1
+                            prev = q
+                            ini = q
+                    new_pos = q
+                #  ?[^\s\p{L}\p{N}]+[\r\n]*  (llama.cpp tests the current code point's flags for "any")
+                if new_pos < 0:
+                    f2 = _flag_at(cps, flags, pos + 1, n) if cpt == 32 else f
+                    if f >= 0 and f2 >= 0 and (f2 & WS_BIT) == 0 and (f2 & CAT_MASK) != LETTER \
+                            and (f2 & CAT_MASK) != NUMBER:
+                        q = pos + (1 if cpt == 32 else 0)
+                        while _is_other(_flag_at(cps, flags, q, n)):
+                            q += 1
+                        while q < n and (cps[q] == 13 or cps[q] == 10):
+                            q += 1
+                        new_pos = q
+            if new_pos < 0:
+                num_ws = 0
+                last_rn = 0
+                while _is_ws(_flag_at(cps, flags, pos + num_ws, n)):
+                    c2 = cps[pos + num_ws]
+                    if kind == 1 and (c2 == 13 or c2 == 10):
+                        last_rn = pos + num_ws + 1
+                    num_ws += 1
+                if last_rn > 0:  # \s*[\r\n]+
+                    new_pos = last_rn
+                elif num_ws > 1 and pos + num_ws < n:  # \s+(?!\S)
+                    new_pos = pos + num_ws - 1
+                elif num_ws > 0:  # \s+
+                    new_pos = pos + num_ws
+                else:
+                    new_pos = pos + 1
+            if new_pos > prev:
+                out_starts[n_out] = offs[prev]
+                out_ends[n_out] = offs[new_pos]
+                n_out += 1
+                prev = new_pos
+            pos = new_pos
+    return n_out
+
+
+# --------------------------------------------------------------------------------------------------
+# std::regex paths: a per-code-point view of the text, and the pattern translated to match it
+# --------------------------------------------------------------------------------------------------
+
+# placeholders of llama.cpp's collapsed text (k_ucat_cpt); 0xD0 = any other non-ASCII code point
+_PLACEHOLDER = np.full(8, 0xD0, np.int64)
+_PLACEHOLDER[NUMBER] = 0xD1
+_PLACEHOLDER[LETTER] = 0xD2
+_PLACEHOLDER[PUNCT] = 0xD3
+_PLACEHOLDER[MARK] = 0xD4
+_PLACEHOLDER[SYMBOL] = 0xD5
+
+
+@njit(cache=True, nogil=True)
+def build_view(buf, n_buf, flags, collapse, placeholder, view, view_of_orig, orig_of_view):
+    """Copy of ``buf`` as llama.cpp's std::regex sees it; returns its length in bytes.
+
+    Every non-ASCII whitespace code point becomes ``\\v``. With ``collapse`` every other non-ASCII
+    code point becomes its category placeholder ``placeholder[cat]`` (U+00D0..U+00D5, two UTF-8 bytes),
+    else it is copied. ``view_of_orig[i]`` maps original byte offsets (code point starts and the end) to
+    view offsets, ``orig_of_view`` the other way. O(bytes); view needs at most len(buf) bytes.
+    """
+    i = 0
+    v = 0
+    while i < n_buf:
+        b = np.int64(buf[i])
+        if b < 0x80:
+            k = 1
+            cp = b
+        elif b >= 0xF0:
+            k = 4
+            cp = b & 0x07
+        elif b >= 0xE0:
+            k = 3
+            cp = b & 0x0F
+        else:
+            k = 2
+            cp = b & 0x1F
+        if i + k > n_buf:
+            k = n_buf - i
+        for j in range(1, k):
+            cp = (cp << 6) | (np.int64(buf[i + j]) & 0x3F)
+        view_of_orig[i] = v
+        for j in range(1, k):
+            view_of_orig[i + j] = v  # continuation bytes are never piece bounds
+        if cp < 0x80:
+            view[v] = b
+            orig_of_view[v] = i
+            v += 1
+        else:
+            fl = np.int64(flags[cp]) if cp < 0x110000 else UNDEF
+            if (fl & WS_BIT) != 0:
+                view[v] = 0x0B
+                orig_of_view[v] = i
+                v += 1
+            elif collapse:
+                ph = placeholder[fl & CAT_MASK]
+                view[v] = 0xC0 | (ph >> 6)
+                view[v + 1] = 0x80 | (ph & 0x3F)
+                orig_of_view[v] = i
+                orig_of_view[v + 1] = i
+                v += 2
+            else:
+                for j in range(k):
+                    view[v + j] = buf[i + j]
+                    orig_of_view[v + j] = i
+                v += k
+        i += k
+    view_of_orig[n_buf] = v
+    orig_of_view[v] = n_buf
+    return v
+
+
+# llama.cpp's k_ucat_map: the ASCII members written next to each placeholder
+_UCAT = {
+    r"\p{N}": (NUMBER, "0-9"),
+    r"\p{L}": (LETTER, "A-Za-z"),
+    r"\p{P}": (PUNCT, r"!-#%-*,-/:-;?-@\[-\]_\{\}"),
+    r"\p{M}": (MARK, ""),
+    r"\p{S}": (SYMBOL, r"\$\+<->^`\|"),
+    r"\p{Lu}": (LETTER, "A-Za-z"),
+    r"\p{Ll}": (LETTER, "A-Za-z"),
+    r"\p{Lt}": (LETTER, "A-Za-z"),
+    r"\p{Lm}": (LETTER, "A-Za-z"),
+    r"\p{Lo}": (LETTER, "A-Za-z"),
+}
+
+_SPACE_SET = r"\t\n\x0b\x0c\r "
+_ASCII_CLASSES = {"s": _SPACE_SET, "d": "0-9", "w": "A-Za-z0-9_"}
+_WORD = "[A-Za-z0-9_]"
+
+
+def uses_collapse(pattern: str) -> bool:
+    """llama.cpp runs a pattern on the collapsed text iff it contains one of these substrings."""
+    return any(k in pattern for k in _UCAT)
+
+
+def _collapse_categories(pattern: str) -> str:
+    """llama.cpp's textual rewrite of ``\\p{..}`` (``unicode_regex_split``), placeholders as ``\\xDn``."""
+    if any(ord(c) >= 128 for c in pattern):
+        raise UnsupportedComponentError(
+            f"regex {pattern!r} mixes Unicode categories and non-ASCII characters; llama.cpp rejects it")
+    out = []
+    inside = False
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "[" and (i == 0 or pattern[i - 1] != "\\"):
+            out.append("[")
+            inside = True
+            i += 1
+            continue
+        if inside and c == "]" and pattern[i - 1] != "\\":
+            out.append("]")
+            inside = False
+            i += 1
+            continue
+        if pattern.startswith("\\p{", i):
+            close = pattern.find("}", i + 3)
+            if close >= 0 and close <= i + 10 and pattern[i:close + 1] in _UCAT:
+                cat, members = _UCAT[pattern[i:close + 1]]
+                body = "\\x%02X" % int(_PLACEHOLDER[cat]) + members
+                out.append(body if inside else "[" + body + "]")
+                i = close + 1
+                continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def translate_pattern(pattern: str) -> tuple[str, bool]:
+    """(pattern for tokjit's engine / the ``regex`` module, runs on the collapsed view?).
+
+    ECMAScript's ``\\s \\d \\w \\b`` are ASCII-only in llama.cpp's std::regex use (non-ASCII
+    whitespace has already become ``\\v`` in the view); ``.`` stops at CR/LF/U+2028/U+2029 and ``$`` is
+    the end of the piece. Everything is spelled out so the engine's Unicode tables never matter.
+    """
+    collapse = uses_collapse(pattern)
+    src = _collapse_categories(pattern) if collapse else pattern
+    if "\\p{" in src or "\\P{" in src:
+        raise UnsupportedComponentError(f"regex {pattern!r} uses a Unicode property llama.cpp does not collapse")
+    out = []
+    inside = False
+    i = 0
+    while i < len(src):
+        c = src[i]
+        if c == "\\" and i + 1 < len(src):
+            e = src[i + 1]
+            if e in "sdw":
+                out.append(_ASCII_CLASSES[e] if inside else "[" + _ASCII_CLASSES[e] + "]")
+            elif e in "SDW":
+                if inside:
+                    raise UnsupportedComponentError(f"regex {pattern!r}: negated class escape inside []")
+                out.append("[^" + _ASCII_CLASSES[e.lower()] + "]")
+            elif e == "b" and not inside:
+                out.append(f"(?:(?<={_WORD})(?!{_WORD})|(?<!{_WORD})(?={_WORD}))")
+            elif e == "B" and not inside:
+                out.append(f"(?:(?<={_WORD})(?={_WORD})|(?<!{_WORD})(?!{_WORD}))")
+            else:
+                out.append(src[i:i + 2])
+            i += 2
+            continue
+        if inside:
+            if c == "]":
+                inside = False
+            out.append(c)
+        elif c == "[":
+            inside = True
+            out.append(c)
+            if src.startswith("^", i + 1):
+                out.append("^")
+                i += 1
+            if src.startswith("]", i + 1):  # a leading ] is a literal
+                out.append("\\]")
+                i += 1
+        elif c == ".":
+            out.append("[^\\n\\r\u2028\u2029]")
+        elif c == "$":
+            out.append("(?![\\s\\S])")
+        elif c == "^":
+            out.append("(?<![\\s\\S])")
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out), collapse
+
+
+class _ViewRegex:
+    """One std::regex-path pattern: translated, compiled for tokjit's engine when it can."""
+
+    def __init__(self, pattern: str):
+        self.pattern = pattern
+        self.translated, self.collapse = translate_pattern(pattern)
+        self.find = None
+        try:
+            from .pretokenize import CompiledRegex, UnsupportedPatternError
+            try:
+                self.find = CompiledRegex(self.translated, syntax="python").find_spans
+            except UnsupportedPatternError:
+                self.find = None
+        except ImportError:
+            pass
+        if self.find is None:
+            self.find = RegexSplitter(self.translated, warn=False).find
+
+
+class LlamaCppRegexSplit:
+    """``{"type": "LlamaCppRegexSplit", "regexes": [...]}``: llama.cpp's ``unicode_regex_split``."""
+
+    def __init__(self, config: dict):
+        self.steps = []
+        for pattern in config["regexes"]:
+            kind = custom_splitter(pattern)
+            if kind == "gpt2":
+                self.steps.append(("custom", 0))
+            elif kind == "llama3":
+                self.steps.append(("custom", 1))
+            elif kind is not None:
+                raise UnsupportedComponentError(f"llama.cpp's hand-written {kind!r} splitter is not implemented")
+            else:
+                self.steps.append(("regex", _ViewRegex(pattern)))
+        self.flags = cpt_flags()
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        buf = pieces.buf
+        starts, ends = pieces.starts, pieces.ends
+        views: dict[bool, tuple] = {}
+        for kind, arg in self.steps:
+            if kind == "custom":
+                cap = buf.shape[0] + 1
+                cps = np.empty(cap, np.int64)
+                offs = np.empty(cap, np.int64)
+                os_ = np.empty(cap, np.int64)
+                oe = np.empty(cap, np.int64)
+                n = custom_split(buf, starts, ends, np.int64(starts.shape[0]), self.flags, np.int64(arg),
+                                 cps, offs, os_, oe)
+                starts, ends = os_[:n], oe[:n]
+            else:
+                view = views.get(arg.collapse)
+                if view is None:
+                    view = views[arg.collapse] = self._view(buf, arg.collapse)
+                starts, ends = self._split(arg, view, starts, ends)
+        return Pieces(buf, starts, ends, pieces.align)
+
+    def _view(self, buf, collapse):
+        n = buf.shape[0]
+        view = np.empty(max(n, 1), np.uint8)
+        v_of_o = np.empty(n + 1, np.int64)
+        o_of_v = np.empty(n + 1, np.int64)
+        m = build_view(buf, np.int64(n), self.flags, collapse, _PLACEHOLDER, view, v_of_o, o_of_v)
+        return view[:m], v_of_o, o_of_v[:m + 1]
+
+    @staticmethod
+    def _split(rx: _ViewRegex, view, starts, ends):
+        vbuf, v_of_o, o_of_v = view
+        out_s, out_e = [], []
+        isolated = np.int64(BEHAVIORS["Isolated"])
+        for s, e in zip(starts.tolist(), ends.tolist()):
+            vs, ve = int(v_of_o[s]), int(v_of_o[e])
+            ms, me = rx.find(vbuf, vs, ve)
+            ms = o_of_v[ms]
+            me = o_of_v[me]
+            cap = 2 * ms.shape[0] + 1
+            os_ = np.empty(cap, np.int64)
+            oe = np.empty(cap, np.int64)
+            k = apply_split_behavior(np.int64(s), np.int64(e), ms, me, np.int64(ms.shape[0]), isolated, False,
+                                     os_, oe, np.int64(0))
+            out_s.append(os_[:k])
+            out_e.append(oe[:k])
+        if not out_s:
+            return starts, ends
+        return np.concatenate(out_s), np.concatenate(out_e)
+
+
+register_pre_tokenizer("LlamaCppRegexSplit")(LlamaCppRegexSplit)

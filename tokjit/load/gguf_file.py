@@ -1,0 +1,492 @@
+"""GGUF vocabulary -> :class:`~tokjit.spec.TokenizerSpec`, tokenizing as llama.cpp does.
+
+The metadata section of a GGUF file is read by a small parser of our own: the ``gguf`` package's
+``GGUFReader`` builds numpy views for every array element and takes ~12 s on a 128k vocab, while the
+tokenizer keys only need one pass over the bytes. The parser checks every length against the bytes
+left, so truncated or lying files raise :class:`~tokjit.errors.ModelFileError` naming the key.
+
+What each ``tokenizer.ggml.*`` key means, with llama.cpp's defaults, is in ``notes/llamacpp.md``;
+the per-``tokenizer.ggml.pre`` regexes and flags are in :mod:`tokjit.load.gguf_pretypes`.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+from numba import njit
+
+from ..errors import ModelFileError, UnsupportedComponentError
+from ..spec import AddedToken, TokenizerSpec, TokenType
+from .gguf_pretypes import UnknownPreTypeError, gguf_pre_type
+from .hf_json import bytes_to_unicode, unmap_byte_level
+
+# GGUF value types (gguf.GGUFValueType)
+T_UINT8, T_INT8, T_UINT16, T_INT16, T_UINT32, T_INT32, T_FLOAT32, T_BOOL, T_STRING, T_ARRAY, \
+    T_UINT64, T_INT64, T_FLOAT64 = range(13)
+_SCALAR = {T_UINT8: "u1", T_INT8: "i1", T_UINT16: "u2", T_INT16: "i2", T_UINT32: "u4", T_INT32: "i4",
+           T_FLOAT32: "f4", T_BOOL: "u1", T_UINT64: "u8", T_INT64: "i8", T_FLOAT64: "f8"}
+_TYPE_NAMES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "float32", "bool", "string",
+               "array", "uint64", "int64", "float64")
+
+
+@njit(cache=True, nogil=True)
+def scan_string_array(data, pos, count, big_endian, out_starts, out_ends):
+    """Offsets of ``count`` GGUF strings (u64 length + bytes) starting at ``data[pos]``.
+
+    Returns the position after the last string, or -1 - index of the first string whose length
+    runs past the end of ``data``. O(count).
+    """
+    n = data.shape[0]
+    for i in range(count):
+        if pos + 8 > n:
+            return -1 - i
+        length = np.uint64(0)
+        for k in range(8):
+            b = np.uint64(data[pos + (7 - k if not big_endian else k)])
+            length = (length << np.uint64(8)) | b
+        pos += 8
+        if length > np.uint64(n - pos):
+            return -1 - i
+        out_starts[i] = pos
+        pos += np.int64(length)
+        out_ends[i] = pos
+    return pos
+
+
+class _Reader:
+    """Sequential reader over the metadata of a GGUF file; every read is bounds-checked."""
+
+    def __init__(self, data: bytes, path):
+        self.data = data
+        self.arr = np.frombuffer(data, np.uint8)
+        self.path = path
+        self.pos = 0
+        self.end = "<"
+        self.key = "header"
+
+    def fail(self, msg: str):
+        raise ModelFileError(msg, path=self.path, where=self.key)
+
+    def need(self, n: int):
+        if n < 0 or self.pos + n > len(self.data):
+            self.fail(f"file truncated at byte {self.pos} (needs {n} more bytes, {len(self.data) - self.pos} left)")
+
+    def unpack(self, fmt: str):
+        size = struct.calcsize(fmt)
+        self.need(size)
+        out = struct.unpack_from(self.end + fmt, self.data, self.pos)[0]
+        self.pos += size
+        return out
+
+    def string(self) -> bytes:
+        n = self.unpack("Q")
+        self.need(n)
+        s = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return s
+
+    def value(self, vtype: int):
+        if vtype in _SCALAR:
+            fmt = {"u1": "B", "i1": "b", "u2": "H", "i2": "h", "u4": "I", "i4": "i", "f4": "f", "u8": "Q",
+                   "i8": "q", "f8": "d"}[_SCALAR[vtype]]
+            v = self.unpack(fmt)
+            return bool(v) if vtype == T_BOOL else v
+        if vtype == T_STRING:
+            return self.string()
+        if vtype == T_ARRAY:
+            etype = self.unpack("I")
+            count = self.unpack("Q")
+            return self.array(etype, count)
+        self.fail(f"unknown GGUF value type {vtype}")
+
+    def array(self, etype: int, count: int):
+        if etype in _SCALAR:
+            dt = np.dtype(_SCALAR[etype]).newbyteorder(self.end)
+            self.need(count * dt.itemsize if count < (1 << 60) else -1)
+            out = np.frombuffer(self.data, dt, count, self.pos).astype(dt.newbyteorder("="))
+            self.pos += count * dt.itemsize
+            return _Array(etype, out)
+        if etype == T_STRING:
+            if count > (len(self.data) - self.pos) // 8:
+                self.fail(f"string array claims {count} elements, more than the file can hold")
+            starts = np.empty(count, np.int64)
+            ends = np.empty(count, np.int64)
+            r = scan_string_array(self.arr, np.int64(self.pos), np.int64(count), self.end == ">", starts, ends)
+            if r < 0:
+                self.fail(f"string {-1 - r} of the array runs past the end of the file")
+            self.pos = int(r)
+            return _Array(etype, (starts, ends))
+        if etype == T_ARRAY:  # arrays of arrays: parsed (to skip them), never used by tokenizers
+            if count > (len(self.data) - self.pos) // 12:
+                self.fail(f"array claims {count} elements, more than the file can hold")
+            return _Array(etype, [self.value(T_ARRAY) for _ in range(count)])
+        self.fail(f"unknown GGUF array element type {etype}")
+
+
+class _Array:
+    __slots__ = ("etype", "payload")
+
+    def __init__(self, etype, payload):
+        self.etype = etype
+        self.payload = payload
+
+
+def read_gguf_metadata(data: bytes, path=None) -> dict:
+    """Key -> value for every metadata key of a GGUF file (strings as ``bytes``, arrays as ``_Array``)."""
+    r = _Reader(data, path)
+    r.need(8)
+    if data[:4] != b"GGUF":
+        r.fail("not a GGUF file (bad magic)")
+    version = struct.unpack_from("<I", data, 4)[0]
+    if version > 0xFFFF:  # a big-endian file reads as a huge little-endian number
+        r.end = ">"
+        version = struct.unpack_from(">I", data, 4)[0]
+    if version not in (2, 3):
+        r.fail(f"unsupported GGUF version {version} (tokjit reads versions 2 and 3)")
+    r.pos = 8
+    r.unpack("Q")  # tensor count: tensors are not needed for tokenizing
+    n_kv = r.unpack("Q")
+    if n_kv > len(data) // 13:
+        r.fail(f"header claims {n_kv} metadata keys, more than the file can hold")
+    out: dict = {}
+    for i in range(n_kv):
+        r.key = f"metadata key #{i}"
+        raw_key = r.string()
+        try:
+            key = raw_key.decode("utf-8")
+        except UnicodeDecodeError:
+            r.fail("metadata key is not UTF-8")
+        r.key = key
+        vtype = r.unpack("I")
+        out[key] = r.value(vtype)
+    return out
+
+
+class _Meta:
+    """Typed access to the tokenizer keys; wrong types raise ModelFileError naming the key."""
+
+    def __init__(self, kv: dict, data: bytes, path):
+        self.kv = kv
+        self.data = data
+        self.path = path
+
+    def fail(self, key, msg):
+        raise ModelFileError(msg, path=self.path, where=key)
+
+    def has(self, key):
+        return key in self.kv
+
+    def string(self, key, default=None):
+        v = self.kv.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bytes):
+            self.fail(key, "expected a string")
+        try:
+            return v.decode("utf-8")
+        except UnicodeDecodeError:
+            self.fail(key, "string is not valid UTF-8")
+
+    def integer(self, key, default=None):
+        v = self.kv.get(key)
+        if v is None:
+            return default
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.fail(key, f"expected an integer, got {type(v).__name__}")
+        return v
+
+    def boolean(self, key, default=None):
+        v = self.kv.get(key)
+        if v is None:
+            return default
+        if isinstance(v, (bytes, _Array, float)):
+            self.fail(key, "expected a bool")
+        return bool(v)
+
+    def array(self, key, etypes, n=None, required=False):
+        v = self.kv.get(key)
+        if v is None:
+            if required:
+                self.fail(key, "required key is missing")
+            return None
+        if not isinstance(v, _Array):
+            self.fail(key, "expected an array")
+        if v.etype not in etypes:
+            self.fail(key, f"array of {_TYPE_NAMES[v.etype] if v.etype < 13 else v.etype}, expected "
+                           f"{' or '.join(_TYPE_NAMES[t] for t in etypes)}")
+        length = len(v.payload[0]) if v.etype == T_STRING else len(v.payload)
+        if n is not None and length != n:
+            self.fail(key, f"array has {length} elements, the vocabulary has {n}")
+        return v
+
+    def strings(self, key, n=None, required=False) -> list[str] | None:
+        v = self.array(key, (T_STRING,), n, required)
+        if v is None:
+            return None
+        starts, ends = v.payload
+        data = self.data
+        try:
+            return [data[s:e].decode("utf-8") for s, e in zip(starts.tolist(), ends.tolist())]
+        except UnicodeDecodeError:
+            for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+                try:
+                    data[s:e].decode("utf-8")
+                except UnicodeDecodeError:
+                    self.fail(f"{key}[{i}]", "string is not valid UTF-8")
+            raise
+
+
+GPT2_ALPHABET = frozenset(bytes_to_unicode().values())
+
+# llama.cpp's per-model defaults (llama_vocab::impl::load): bos, eos, unk, sep, pad, mask; flags
+_MODEL_DEFAULTS = {
+    "llama": dict(bos=1, eos=2, unk=0, sep=None, pad=None, mask=None, add_bos=True, add_eos=False, add_sep=False),
+    "bert": dict(bos=101, eos=None, unk=100, sep=102, pad=0, mask=103, add_bos=True, add_eos=False, add_sep=True),
+    "gpt2": dict(bos=11, eos=11, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
+                 add_sep=False),
+    "t5": dict(bos=None, eos=1, unk=2, sep=None, pad=0, mask=None, add_bos=False, add_eos=True, add_sep=False),
+}
+_ID_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id",
+            "sep": "seperator_token_id", "pad": "padding_token_id", "mask": "mask_token_id"}
+
+
+def load_gguf(path, data: bytes) -> TokenizerSpec:
+    """Parse the tokenizer of a GGUF file (any GGUF: vocab-only or a full model)."""
+    kv = read_gguf_metadata(bytes(data), path)
+    meta = _Meta(kv, bytes(data), path)
+    model_name = meta.string("tokenizer.ggml.model")
+    if model_name is None:
+        meta.fail("tokenizer.ggml.model", "required key is missing")
+    if model_name not in _MODEL_DEFAULTS:
+        raise UnsupportedComponentError(
+            f"GGUF tokenizer.ggml.model {model_name!r} is not supported (tokjit reads gpt2, llama, t5, bert)")
+    strings = meta.strings("tokenizer.ggml.tokens", required=True)
+    n = len(strings)
+    if n == 0:
+        meta.fail("tokenizer.ggml.tokens", "empty vocabulary")
+    types_arr = meta.array("tokenizer.ggml.token_type", (T_INT32, T_UINT32, T_INT8, T_UINT8, T_INT16), n)
+    if types_arr is None:
+        types = np.full(n, TokenType.NORMAL, np.int8)
+    else:
+        raw = types_arr.payload.astype(np.int64)
+        if raw.size and (raw.min() < 0 or raw.max() > 6):
+            meta.fail("tokenizer.ggml.token_type", f"token type {int(raw[(raw < 0) | (raw > 6)][0])} "
+                      "is not one of 0..6")
+        types = raw.astype(np.int8)
+    scores_arr = meta.array("tokenizer.ggml.scores", (T_FLOAT32, T_INT32, T_FLOAT64), n)
+    scores = None if scores_arr is None else scores_arr.payload.astype(np.float32)
+    if scores is not None and not np.all(np.isfinite(scores)):
+        meta.fail("tokenizer.ggml.scores", "scores must be finite")
+    if len(set(strings)) != n:
+        seen = set()
+        for i, s in enumerate(strings):
+            if s in seen:
+                meta.fail(f"tokenizer.ggml.tokens[{i}]", f"duplicate token {s!r}")
+            seen.add(s)
+    for i, s in enumerate(strings):
+        if not s:
+            strings[i] = f"[EMPTY_{i}]"  # llama.cpp renames empty tokens
+
+    ids = _special_ids(meta, model_name, n)
+    pre_name = meta.string("tokenizer.ggml.pre") if model_name == "gpt2" else None
+    pre = None
+    if model_name == "gpt2":
+        try:
+            pre = gguf_pre_type(pre_name)
+        except UnknownPreTypeError as exc:
+            raise UnsupportedComponentError(f"{exc} (key tokenizer.ggml.pre in {path})") from None
+        ids["add_bos"] = pre.add_bos
+        ids["add_sep"] = pre.add_sep
+        if pre.bos_disabled:
+            ids["bos"] = None
+    for flag in ("add_bos", "add_eos", "add_sep"):
+        key = f"tokenizer.ggml.{flag}_token"
+        val = meta.boolean(key)
+        if val is not None:
+            ids[flag] = val
+    for flag, tid in (("add_bos", "bos"), ("add_eos", "eos"), ("add_sep", "sep")):
+        if ids[flag] and ids[tid] is None:
+            meta.fail(f"tokenizer.ggml.{flag}_token", f"is true but there is no {tid} token")
+
+    types = _adjust_types(strings, types, ids)
+    added = _added_tokens(strings, types, meta)
+    builders = {"gpt2": _gpt2, "llama": _llama, "bert": _bert, "t5": _t5}
+    spec = builders[model_name](meta, strings, types, scores, ids, pre, added)
+    spec.post_processor = _post_processor(model_name, ids)
+    spec.chat_template = meta.string("tokenizer.chat_template")
+    spec.bos_id, spec.eos_id, spec.unk_id, spec.pad_id = ids["bos"], ids["eos"], ids["unk"], ids["pad"]
+    spec.source = {"format": "gguf", "path": None if path is None else str(path), "token_strings": strings,
+                   "gguf_model": model_name, "gguf_pre": pre.name if pre is not None else None,
+                   "name": meta.string("general.name")}
+    return spec
+
+
+def _special_ids(meta: _Meta, model_name: str, n: int) -> dict:
+    ids = dict(_MODEL_DEFAULTS[model_name])
+    for name, suffix in _ID_KEYS.items():
+        if ids[name] is not None and ids[name] >= n:
+            ids[name] = None  # a default outside the vocab means none
+        key = f"tokenizer.ggml.{suffix}"
+        v = meta.integer(key)
+        if v is not None and 0 <= v < n:  # out-of-range ids are ignored (llama.cpp warns)
+            ids[name] = v
+    return ids
+
+
+def _adjust_types(strings: list[str], types: np.ndarray, ids: dict) -> np.ndarray:
+    """Token-type changes llama.cpp makes from token text (section 1 of notes/llamacpp.md)."""
+    types = types.copy()
+    index = {s: i for i, s in enumerate(strings)}
+    eog_like = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
+                "<|end▁of▁sentence|>", "<|eom_id|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<fim-prefix>", "<fim-suffix>", "<fim-middle>",
+                "<fim-pad>", "<|return|>", "<|call|>")
+    for text in eog_like:
+        i = index.get(text)
+        if i is not None and types[i] not in (TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN):
+            types[i] = TokenType.CONTROL
+    for i, s in enumerate(strings):
+        if types[i] == TokenType.CONTROL and "unused" in s:
+            types[i] = TokenType.UNUSED
+    return types
+
+
+def _added_tokens(strings: list[str], types: np.ndarray, meta: _Meta) -> list[AddedToken]:
+    """Control, user-defined and unknown-type tokens, matched in the text before the model runs.
+
+    With parse_special=False llama.cpp still matches USER_DEFINED tokens (``special=False`` here);
+    the others only with parse_special=True.
+    """
+    name = (meta.string("general.name") or "").lower()
+    phi3 = "phi-3" in name or "phi3" in name
+    out = []
+    matchable = np.flatnonzero((types == TokenType.CONTROL) | (types == TokenType.USER_DEFINED)
+                               | (types == TokenType.UNKNOWN))
+    for i in matchable.tolist():
+        s = strings[i]
+        rstrip = False
+        if phi3:
+            rstrip = s not in ("<unk>", "<s>", "<|endoftext|>")
+        if s == "</s>" and phi3:
+            rstrip = True
+        out.append(AddedToken(content=s, id=i, special=types[i] != TokenType.USER_DEFINED, rstrip=rstrip,
+                              normalized=False))
+    return out
+
+
+def _post_processor(model_name: str, ids: dict) -> dict | None:
+    """``add_special_tokens=True``: BOS / EOS / SEP as llama.cpp's tokenize(add_special=true) adds them."""
+    prefix, suffix = [], []
+    if model_name == "bert":  # WPM always emits [CLS] ... [SEP] with add_special
+        if ids["bos"] is not None:
+            prefix.append(ids["bos"])
+        if ids["sep"] is not None:
+            suffix.append(ids["sep"])
+    else:
+        if ids["add_bos"] and ids["bos"] is not None:
+            prefix.append(ids["bos"])
+        if ids["add_eos"] and ids["eos"] is not None:
+            suffix.append(ids["eos"])
+        if ids["add_sep"] and ids["sep"] is not None:
+            suffix.append(ids["sep"])
+    if not prefix and not suffix:
+        return None
+    single = [{"SpecialToken": {"id": f"<{i}>", "type_id": 0}} for i in range(len(prefix))]
+    single.append({"Sequence": {"id": "A", "type_id": 0}})
+    single += [{"SpecialToken": {"id": f"<{len(prefix) + i}>", "type_id": 0}} for i in range(len(suffix))]
+    specials = {f"<{k}>": {"id": f"<{k}>", "ids": [tid]} for k, tid in enumerate(prefix + suffix)}
+    return {"type": "TemplateProcessing", "single": single, "special_tokens": specials}
+
+
+def _merges(meta: _Meta, strings: list[str], mask: np.ndarray) -> np.ndarray:
+    """``tokenizer.ggml.merges`` -> int32 rows (left id, right id, merged id or -1)."""
+    merges = meta.strings("tokenizer.ggml.merges")
+    if merges is None:
+        return np.zeros((0, 3), np.int32)
+    index = {}
+    for i, s in enumerate(strings):
+        if mask[i]:
+            index.setdefault(s, i)
+    rows = np.empty((len(merges), 3), np.int32)
+    k = 0
+    for m in merges:
+        p = m.find(" ", 1)  # llama.cpp searches from byte 1, so a leading space belongs to the left part
+        if p < 0:
+            continue
+        a, b = m[:p], m[p + 1:]
+        ia, ib = index.get(a), index.get(b)
+        if ia is None or ib is None:
+            continue  # a side that is no token can never be a symbol of the merge loop
+        rows[k] = (ia, ib, index.get(a + b, -1))
+        k += 1
+    return rows[:k]
+
+
+def _gpt2(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+    from .. import llamacpp_pretokenizer  # noqa: F401  (registers the components)
+    if pre.byte_encode:
+        # llama.cpp looks byte-encoded text up by token string, so a token spelled with characters outside
+        # GPT-2's byte alphabet (mpt's raw space runs) can only be reached as an added token
+        mask = np.fromiter((all(c in GPT2_ALPHABET for c in s) for s in strings), np.bool_, len(strings))
+        tokens = [unmap_byte_level(s) if mask[i] else s.encode("utf-8") for i, s in enumerate(strings)]
+        decoder = {"type": "ByteLevel"}
+    else:
+        mask = np.ones(len(strings), np.bool_)
+        tokens = [s.encode("utf-8") for s in strings]
+        decoder = {"type": "LlamaCppSpm"}
+    merges = _merges(meta, strings, mask)
+    normalizer = None
+    if pre.escape_whitespaces:
+        normalizer = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    if pre.lowercase:
+        raise UnsupportedComponentError(f"GGUF pre type {pre.name!r} (lowercasing whitespace model)")
+    model = {"type": "BPE", "merge_rule": "pairs", "byte_level": pre.byte_encode,
+             "byte_fallback": not pre.byte_encode, "ignore_merges": pre.ignore_merges, "unk_id": None}
+    return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores, merges=merges,
+                         model_mask=mask, normalizer=normalizer,
+                         pre_tokenizer={"type": "LlamaCppRegexSplit", "regexes": list(pre.regexes)},
+                         decoder=decoder, added_tokens=added)
+
+
+def _llama(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+    from .. import llamacpp_pretokenizer  # noqa: F401  (registers the components)
+    if scores is None:
+        scores = np.zeros(len(strings), np.float32)
+    add_space_prefix = meta.boolean("tokenizer.ggml.add_space_prefix", True)
+    tokens = [s.encode("utf-8") for s in strings]
+    model = {"type": "LlamaCppSpm", "unk_id": ids["unk"]}
+    return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores,
+                         model_mask=np.ones(len(strings), np.bool_),
+                         normalizer={"type": "LlamaCppSpmNormalizer", "add_space_prefix": add_space_prefix},
+                         decoder={"type": "LlamaCppSpm", "add_space_prefix": add_space_prefix},
+                         added_tokens=added)
+
+
+def _bert(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+    from .. import llamacpp_pretokenizer  # noqa: F401
+    lowercase = meta.boolean("tokenizer.ggml.normalizer.lowercase", True)
+    strip_accents = meta.boolean("tokenizer.ggml.normalizer.strip_accents", lowercase)
+    tokens = [s.encode("utf-8") for s in strings]
+    model = {"type": "LlamaCppWpm", "unk_id": ids["unk"]}
+    return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores,
+                         model_mask=np.ones(len(strings), np.bool_),
+                         pre_tokenizer={"type": "LlamaCppWpm", "lowercase": lowercase,
+                                        "strip_accents": strip_accents},
+                         decoder={"type": "LlamaCppWpm"}, added_tokens=added)
+
+
+def _t5(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+    from .. import llamacpp_pretokenizer  # noqa: F401
+    if scores is None:
+        scores = np.zeros(len(strings), np.float32)
+    charsmap = meta.array("tokenizer.ggml.precompiled_charsmap", (T_UINT8, T_INT8))
+    blob = b"" if charsmap is None else charsmap.payload.astype(np.uint8).tobytes()
+    tokens = [s.encode("utf-8") for s in strings]
+    model = {"type": "LlamaCppUgm", "unk_id": ids["unk"]}
+    normalizer = {"type": "LlamaCppUgmNormalizer", "precompiled_charsmap": blob,
+                  "add_space_prefix": meta.boolean("tokenizer.ggml.add_space_prefix", False),
+                  "remove_extra_whitespaces": meta.boolean("tokenizer.ggml.remove_extra_whitespaces", False)}
+    return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores,
+                         model_mask=np.ones(len(strings), np.bool_), normalizer=normalizer,
+                         decoder={"type": "LlamaCppSpm", "add_space_prefix": False}, added_tokens=added)
