@@ -21,6 +21,7 @@ import regex
 import tokjit
 from tokjit.constrain import (ByteDFA, Regex, RegexError, RegexTooLargeError, TokenTrie,
                               UnsupportedRegexError, compile_regex, token_bytes, utf8_sequences)
+from tokjit.constrain.kernels import dfa_token_mask
 from tokjit.constrain.trie import _anchor_id, token_bytes_by_anchor
 from tokjit.errors import InputError, UnsupportedComponentError
 
@@ -246,7 +247,12 @@ def test_mask_matches_oracle(vocab, pattern, gen):
             s = c.advance_bytes(c.initial_state, data[:cut])
             checked.setdefault(s, data[:cut])
     for s, prefix in checked.items():
-        got = c.mask(s)
+        got = c.mask(s, cache=False)
+        assert np.array_equal(c.mask(s), got)
+        record_walk = np.zeros(len(got) + 1, np.bool_)
+        dfa_token_mask(v.trie.nodes, c.transitions, np.int64(s), np.zeros(v.trie.max_depth + 1, np.int32),
+                       v.trie.dup_ids, v.trie.dup_primary, record_walk)
+        assert np.array_equal(record_walk[:-1] | np.isin(np.arange(len(got)), eos) & got, got)
         want = oracle.mask(prefix, v.tbytes, v.groups, eos)
         if not np.array_equal(got, want):
             diff = np.flatnonzero(got != want)[:10]
@@ -371,6 +377,16 @@ def test_trie_duplicates_and_validation():
         c.advance(s, 5)  # "abc"
     with pytest.raises(InputError):
         c.advance(c.initial_state, 2)  # EOS before a match
+
+    # the general record walk (used when a field does not fit the packed layout) agrees
+    wide = ByteDFA(FakeTok(), dfa.transitions, dfa.accepting, trie=trie, mask_cache_bytes=0)
+    for state in range(wide.n_states):
+        packed = wide.mask(state).copy()
+        saved, trie.packed = trie.packed, None
+        try:
+            assert np.array_equal(wide.mask(state), packed)
+        finally:
+            trie.packed = saved
 
     broken = trie.nodes.copy()
     broken["subtree_size"][2] += 5

