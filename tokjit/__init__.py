@@ -22,3 +22,11 @@ __all__ = [
     "AddedToken", "TokenType", "TokjitError", "ModelFileError", "UnsupportedComponentError",
     "UnknownEncodingError", "InputError", "CacheError", "TokenizerFileNotFoundError",
 ]
+
+
+def __getattr__(name):
+    # optional subpackages load on first use (``tokjit.constrain.Regex``) to keep ``import tokjit`` light
+    if name == "constrain":
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
