@@ -386,24 +386,33 @@ class Tokenizer:
         ends = np.asarray(ends, np.int64)
         n = starts.shape[0]
 
+        fused = getattr(self, "_fused", None)
+
         def run(bounds):
+            """(ids, ids per row) of rows lo..hi: one fused kernel call when the pipeline has one."""
             lo, hi = bounds
-            return [self._encode_array(buf[s:e], parse_special, want_spans=False)[0]
-                    for s, e in zip(starts[lo:hi].tolist(), ends[lo:hi].tolist())]
+            if fused is not None:
+                ids, row_ends = fused.encode_docs(buf, starts[lo:hi], ends[lo:hi], parse_special)
+                return ids, np.diff(row_ends, prepend=np.int64(0))
+            parts = [self._encode_array(buf[s:e], parse_special, want_spans=False)[0]
+                     for s, e in zip(starts[lo:hi].tolist(), ends[lo:hi].tolist())]
+            counts = np.fromiter((a.shape[0] for a in parts), np.int64, count=len(parts))
+            return (np.concatenate(parts) if parts else np.zeros(0, np.int32)), counts
 
         if num_threads is None:
             num_threads = min(os.cpu_count() or 1, 8)
         step = max(1, -(-n // max(1, num_threads * 4)))
         chunks = [(lo, min(n, lo + step)) for lo in range(0, n, step)]
         if num_threads <= 1 or len(chunks) <= 1:
-            parts = [a for c in chunks for a in run(c)]
+            results = [run(c) for c in chunks]
         else:
             with ThreadPoolExecutor(num_threads) as pool:
-                parts = [a for res in pool.map(run, chunks) for a in res]
+                results = list(pool.map(run, chunks))
         offsets = np.zeros(n + 1, np.int64)
-        if parts:
-            np.cumsum([a.shape[0] for a in parts], out=offsets[1:])
-        flat = np.concatenate(parts).astype(np.int32, copy=False) if parts else np.zeros(0, np.int32)
+        if results:
+            np.cumsum(np.concatenate([c for _, c in results]), out=offsets[1:])
+        flat = (np.concatenate([a for a, _ in results]).astype(np.int32, copy=False) if results
+                else np.zeros(0, np.int32))
         return flat, offsets
 
     def explain(self, text: str, *, parse_special: bool = False, add_special_tokens: bool = False):
