@@ -19,11 +19,7 @@ VOCABS = sorted(p.name[len("ggml-vocab-"):-len(".gguf")] for p in GGUF_DIR.glob(
     "gpt-2"]  # keeps one (skipped) case visible when the data folder is missing
 
 # vocabularies that do not match llama.cpp yet: name -> the precise reason (strict xfail)
-KNOWN_FAILURES: dict[str, str] = {
-    "bert-bge": "llama.cpp WPM (bert) components not implemented yet",
-    "llama-spm": "llama.cpp SPM (llama) components not implemented yet",
-    "phi-3": "llama.cpp SPM (llama) components not implemented yet",
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 @functools.lru_cache(maxsize=None)

@@ -523,3 +523,127 @@ class LlamaCppRegexSplit:
 
 
 register_pre_tokenizer("LlamaCppRegexSplit")(LlamaCppRegexSplit)
+
+
+# --------------------------------------------------------------------------------------------------
+# WPM (bert): llama.cpp's word preprocessing (llm_tokenizer_wpm_session::preprocess)
+# --------------------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_chinese(cp):
+    """llama.cpp's CJK ranges, copied from HF's BERT (2B920 rather than 2B820 included)."""
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B920 <= cp <= 0x2CEAF
+            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put_utf8(out, pos, cp):
+    if cp < 0x80:
+        out[pos] = cp
+        return pos + 1
+    if cp < 0x800:
+        out[pos] = 0xC0 | (cp >> 6)
+        out[pos + 1] = 0x80 | (cp & 0x3F)
+        return pos + 2
+    if cp < 0x10000:
+        out[pos] = 0xE0 | (cp >> 12)
+        out[pos + 1] = 0x80 | ((cp >> 6) & 0x3F)
+        out[pos + 2] = 0x80 | (cp & 0x3F)
+        return pos + 3
+    out[pos] = 0xF0 | (cp >> 18)
+    out[pos + 1] = 0x80 | ((cp >> 12) & 0x3F)
+    out[pos + 2] = 0x80 | ((cp >> 6) & 0x3F)
+    out[pos + 3] = 0x80 | (cp & 0x3F)
+    return pos + 4
+
+
+@njit(cache=True, nogil=True)
+def wpm_preprocess(buf, starts, ends, n_pieces, flags, lower, nfd, strip_accents, lowercase, cps, offs,
+                   out, out_align, word_starts, word_ends):
+    """llama.cpp's WPM word split, one code point at a time; returns (bytes written, words).
+
+    Per code point: with ``strip_accents`` it becomes the first code point of its NFD (so a Hangul
+    syllable keeps only its leading jamo), whitespace (llama.cpp's set) ends the word, U+0000, U+FFFD
+    and control-category code points vanish, with ``strip_accents`` every mark (Mn/Mc/Me) vanishes,
+    ``lowercase`` applies the simple 1:1 map, and punctuation, ASCII symbols and CJK ideographs are
+    words of their own. Words are written to ``out`` without the word-start marker (the model adds it);
+    ``out_align[j]`` = source byte offset of output byte j. O(bytes); ``out`` needs 4 bytes per input
+    byte, ``word_*`` one slot per input byte.
+    """
+    m = 0
+    n_words = 0
+    for p in range(n_pieces):
+        n = decode_utf8(buf, starts[p], ends[p], cps, offs)
+        word_open = False
+        for k in range(n):
+            cp = cps[k]
+            if strip_accents and cp < 0x110000:
+                cp = np.int64(nfd[cp])
+            f = np.int64(flags[cp]) if cp < 0x110000 else UNDEF
+            if (f & WS_BIT) != 0:
+                if word_open:
+                    word_ends[n_words] = m
+                    n_words += 1
+                    word_open = False
+                continue
+            cat = f & CAT_MASK
+            if cp == 0 or cp == 0xFFFD or cat == CONTROL:
+                continue
+            if strip_accents and cat == MARK:
+                continue
+            single = cat == PUNCT or (cp < 0x7F and cat == SYMBOL) or _is_chinese(cp)
+            if lowercase and cp < 0x110000:
+                cp = np.int64(lower[cp])
+            if single and word_open:
+                word_ends[n_words] = m
+                n_words += 1
+                word_open = False
+            if not word_open:
+                word_starts[n_words] = m
+                word_open = True
+            m2 = _put_utf8(out, m, cp)
+            for j in range(m, m2):
+                out_align[j] = offs[k]
+            m = m2
+            if single:
+                word_ends[n_words] = m
+                n_words += 1
+                word_open = False
+        if word_open:
+            word_ends[n_words] = m
+            n_words += 1
+    return m, n_words
+
+
+class LlamaCppWpm:
+    """``{"type": "LlamaCppWpm", "lowercase", "strip_accents"}``: llama.cpp's BERT preprocessing, which
+    rewrites the text (accents, case) and cuts it into words; pairs with the WordPiece model's
+    ``word_prefix`` flavour."""
+
+    def __init__(self, config: dict):
+        t = _tables()
+        self.flags, self.lower, self.nfd = t["flags"], t["lower"], t["nfd"]
+        self.lowercase = bool(config.get("lowercase", True))
+        self.strip_accents = bool(config.get("strip_accents", True))
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        buf = pieces.buf
+        n = buf.shape[0]
+        cps = np.empty(n + 1, np.int64)
+        offs = np.empty(n + 1, np.int64)
+        out = np.empty(4 * n + 4, np.uint8)
+        out_align = np.empty(4 * n + 5, np.int64)
+        ws_ = np.empty(n + 1, np.int64)
+        we = np.empty(n + 1, np.int64)
+        m, k = wpm_preprocess(buf, pieces.starts, pieces.ends, np.int64(pieces.starts.shape[0]), self.flags,
+                              self.lower, self.nfd, self.strip_accents, self.lowercase, cps, offs, out,
+                              out_align, ws_, we)
+        out_align[m] = n
+        align = out_align[:m + 1]
+        if pieces.align is not None:
+            align = np.asarray(pieces.align, np.int64)[align]
+        return Pieces(out[:m], ws_[:k].copy(), we[:k].copy(), align, pieces.origin)
+
+
+register_pre_tokenizer("LlamaCppWpm")(LlamaCppWpm)

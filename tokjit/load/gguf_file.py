@@ -450,17 +450,26 @@ def _gpt2(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
 
 
 def _llama(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
-    from .. import llamacpp_pretokenizer  # noqa: F401  (registers the components)
+    """llama.cpp's SPM: every raw fragment (text between matched tokens) gets one ' ' in front when
+    add_space_prefix is on, ' ' -> U+2581, nothing else is normalised; symbols are characters merged
+    by the score of the merged token (any token type may be formed), characters that are no token
+    fall back to ``<0xXX>``. That is sentencepiece's identity-normaliser BPE with nothing filtered."""
     if scores is None:
         scores = np.zeros(len(strings), np.float32)
     add_space_prefix = meta.boolean("tokenizer.ggml.add_space_prefix", True)
     tokens = [s.encode("utf-8") for s in strings]
-    model = {"type": "LlamaCppSpm", "unk_id": ids["unk"]}
-    return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores,
-                         model_mask=np.ones(len(strings), np.bool_),
-                         normalizer={"type": "LlamaCppSpmNormalizer", "add_space_prefix": add_space_prefix},
-                         decoder={"type": "LlamaCppSpm", "add_space_prefix": add_space_prefix},
-                         added_tokens=added)
+    model = {"type": "BPE", "merge_rule": "scores", "byte_level": False, "byte_fallback": True,
+             "fuse_unk": False, "unk_id": ids["unk"]}
+    # the Tokenizer normalises each segment between matched added tokens on its own, so the dummy
+    # prefix lands on every raw fragment, as llama.cpp's is_prev_special logic does
+    normalizer = {"type": "SentencePieceNormalizer", "precompiled_charsmap": None,
+                  "add_dummy_prefix": add_space_prefix, "remove_extra_whitespaces": False,
+                  "escape_whitespaces": True, "treat_whitespace_as_suffix": False, "user_defined": []}
+    decoder = {"type": "SentencePieceDecoder", "strip_leading_space": add_space_prefix,
+               "remove_extra_whitespaces": False, "unk_surface": "\u2585", "denormalizer": None}
+    return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores.astype(np.float32),
+                         model_mask=np.ones(len(strings), np.bool_), normalizer=normalizer,
+                         decoder=decoder, added_tokens=added)
 
 
 def _bert(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
@@ -468,12 +477,15 @@ def _bert(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
     lowercase = meta.boolean("tokenizer.ggml.normalizer.lowercase", True)
     strip_accents = meta.boolean("tokenizer.ggml.normalizer.strip_accents", lowercase)
     tokens = [s.encode("utf-8") for s in strings]
-    model = {"type": "LlamaCppWpm", "unk_id": ids["unk"]}
+    # GGUF BERT vocabs mark word starts ("\u2581word") and store continuations bare
+    model = {"type": "WordPiece", "unk_id": ids["unk"], "word_prefix": "\u2581", "continuing_subword_prefix": "",
+             "first_may_be_empty": True, "max_input_chars_per_word": None}
     return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores,
                          model_mask=np.ones(len(strings), np.bool_),
                          pre_tokenizer={"type": "LlamaCppWpm", "lowercase": lowercase,
                                         "strip_accents": strip_accents},
-                         decoder={"type": "LlamaCppWpm"}, added_tokens=added)
+                         decoder={"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always"},
+                         added_tokens=added)
 
 
 def _t5(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
