@@ -46,6 +46,10 @@ def _split_regex(pre) -> tuple[object, int, bool] | None:
 
 
 def fused_path_for(tok) -> "FusedBPE | None":
+    from .spm_fast_path import spm_fused_path_for
+    spm_path = spm_fused_path_for(tok)  # SentencePiece-BPE .model pipelines have their own kernel
+    if spm_path is not None:
+        return spm_path
     if tok.normalizer is not None or not isinstance(tok.model, BPEModel):
         return None
     split = _split_regex(tok.pre_tokenizer)

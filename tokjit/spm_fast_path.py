@@ -1,0 +1,108 @@
+"""The fused encode path for SentencePiece-BPE ``.model`` tokenizers (see :mod:`tokjit.kernels.spm_fused`).
+
+Chosen by :func:`spm_fused_path_for` when the pipeline is exactly: a ``SentencePieceNormalizer``
+without charsmap, no pre-tokenizer, a BPE model, added tokens without lstrip/rstrip/single_word.
+Batches use the document chunking and threading of :class:`tokjit.fast_path.FusedBPE`.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .fast_path import FusedBPE
+from .kernels.spm_fused import encode_docs_spm
+from .models import BPEModel
+from .sentencepiece_normalizer import SentencePieceNormalizer
+
+
+def spm_fused_path_for(tok) -> "FusedSentencePiece | None":
+    norm = tok.normalizer
+    if not isinstance(norm, SentencePieceNormalizer) or norm.charsmap is not None:
+        return None
+    if tok.pre_tokenizer is not None or not isinstance(tok.model, BPEModel):
+        return None
+    matchers = (tok._match_all, tok._match_plain, tok._match_all_norm, tok._match_plain_norm)
+    if any(m.has_flags for m in matchers):
+        return None
+    return FusedSentencePiece(tok)
+
+
+class _Scratch:
+    def __init__(self):
+        self.cap = -1
+
+    def ensure(self, longest: int):
+        if longest <= self.cap:
+            return self
+        cap = max(longest, 2 * self.cap, 1024)
+        big = 3 * cap + 8
+        self.ident = np.arange(cap + 2, dtype=np.int64)
+        self.at_starts = np.empty(cap + 1, np.int64)
+        self.at_ends = np.empty(cap + 1, np.int64)
+        self.at_ids = np.empty(cap + 1, np.int64)
+        self.ud_starts = np.empty(big, np.int64)
+        self.ud_ends = np.empty(big, np.int64)
+        self.ud_ids = np.empty(big, np.int64)
+        self.norm_buf = np.empty(big, np.uint8)
+        self.norm_align = np.empty(big + 1, np.int64)
+        self.one_start = np.zeros(1, np.int64)
+        self.one_end = np.zeros(1, np.int64)
+        self.ws_start = np.empty(big, np.int64)
+        self.ws_end = np.empty(big, np.int64)
+        self.ws_id = np.empty(big, np.int32)
+        self.ws_rank = np.empty(big, np.int64)
+        self.ws_prev = np.empty(big, np.int64)
+        self.ws_next = np.empty(big, np.int64)
+        self.heap = np.empty(3 * big + 16, np.int64)
+        self.bpe_stack = np.empty(2 * big + 4, np.int64)
+        self.tok_starts = np.empty(big, np.int64)
+        self.tok_ends = np.empty(big, np.int64)
+        self.cap = cap
+        return self
+
+
+class FusedSentencePiece(FusedBPE):
+    def __init__(self, tok):
+        self.tok = tok
+        self.model: BPEModel = tok.model
+        self.ws_flags = tok.normalizer.flags
+        self._local = threading.local()
+
+    def _scratch(self, longest: int) -> _Scratch:
+        ws = getattr(self._local, "scratch", None)
+        if ws is None:
+            ws = self._local.scratch = _Scratch()
+        return ws.ensure(longest)
+
+    def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
+                    parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
+        n_docs = doc_starts.shape[0]
+        lengths = doc_ends - doc_starts
+        longest = int(lengths.max()) if n_docs else 0
+        total = int(lengths.sum()) if n_docs else 0
+        ws = self._scratch(longest)
+        m = self.model
+        rev_left = getattr(ws, "rev_left", None)
+        if rev_left is None or rev_left.shape[0] != m.token_flags.shape[0]:
+            rev_left = ws.rev_left = np.full(m.token_flags.shape[0], -1, np.int32)
+        tok = self.tok
+        raw = tok._match_all if parse_special else tok._match_plain
+        ud = tok._match_all_norm if parse_special else tok._match_plain_norm
+        out_ids = np.empty(3 * total + 4 * n_docs + 16, np.int32)
+        doc_out_end = np.zeros(n_docs, np.int64)
+        v, p = m.vocab, m.pairs
+        n = encode_docs_spm(
+            buf, doc_starts, doc_ends, np.int64(n_docs), ws.ident, self.ws_flags,
+            raw.first_byte, raw.child_start, raw.child_count, raw.edge_byte, raw.edge_target, raw.node_token,
+            ws.at_starts, ws.at_ends, ws.at_ids,
+            ud.first_byte, ud.child_start, ud.child_count, ud.edge_byte, ud.edge_target, ud.node_token,
+            ws.ud_starts, ws.ud_ends, ws.ud_ids,
+            ws.norm_buf, ws.norm_align, ws.one_start, ws.one_end,
+            v.blob, v.offsets, v.table, m.byte_ids, m.merge_rank, p.keys, p.ranks, p.merged,
+            m.flags, m.unk_id, m.max_len,
+            ws.ws_start, ws.ws_end, ws.ws_id, ws.ws_rank, ws.ws_prev, ws.ws_next, ws.heap,
+            m.token_flags, rev_left, m.touched, ws.bpe_stack, m.unsafe_prev,
+            ws.tok_starts, ws.tok_ends, out_ids, doc_out_end)
+        return out_ids[:n], doc_out_end
