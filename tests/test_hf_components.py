@@ -90,3 +90,34 @@ def test_pre_tokenizer_variant_matches_hf(base_doc, texts, tmp_path, name):
 @pytest.mark.parametrize("name", sorted(NORMALIZERS))
 def test_normalizer_variant_matches_hf(base_doc, texts, tmp_path, name):
     compare(tmp_path, dict(base_doc, normalizer=NORMALIZERS[name]), texts)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+def test_added_token_flags_match_hf(base_doc, tmp_path):
+    """lstrip / rstrip / single_word / normalized / special added tokens, under a Lowercase
+    normalizer, on random mixtures of the tokens, Unicode whitespace and word characters."""
+    import random
+
+    flags = [("<mask>", True, False, False, False, True), ("<sep>", False, True, False, False, True),
+             ("cat", False, False, True, False, False), ("dog", True, True, False, True, False),
+             ("<|x|>", True, True, True, False, True)]
+    extra = [{"id": 0, "content": c, "lstrip": ls, "rstrip": rs, "single_word": sw, "normalized": nm,
+              "special": sp} for c, ls, rs, sw, nm, sp in flags]
+    doc = dict(base_doc, added_tokens=base_doc["added_tokens"] + extra, normalizer={"type": "Lowercase"})
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    # HF assigns ids to added tokens itself; write the file again with the ids it chose
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    for tok in extra:
+        tok["id"] = ref.token_to_id(tok["content"])
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ours = tokjit.load(path)
+    rng = random.Random(7)
+    parts = ["<mask>", "<sep>", "cat", "dog", "DOG", "<|x|>", " ", "  ", "\u3000", "\t", "\n", "a", "concat",
+             "cats", "é", "_", "1", ".", "x<|x|>y", "\u0301", "\u2003"]
+    texts = ["".join(rng.choice(parts) for _ in range(rng.randint(1, 12))) for _ in range(2000)]
+    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    got = ours.encode_batch(texts, parse_special=True)
+    bad = [(t, a, b) for t, a, b in zip(texts, got, expected) if a != b]
+    assert not bad, f"{len(bad)} differ; first {bad[0]!r}"

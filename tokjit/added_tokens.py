@@ -120,22 +120,32 @@ class AddedTokenMatcher:
         return s, e, ids
 
     def _apply_flags(self, buf, start, end, s, e, ids):
+        """HF ``AddedVocabulary::find_matches``: a single_word token must not touch a word
+        character (Rust regex ``\\w``) on either side of the match as found; lstrip/rstrip then
+        widen the match over Unicode whitespace, lstrip never reaching back past the previous match."""
         raw = buf.tobytes()
         out_s, out_e, out_i = [], [], []
         prev_end = start
         for ms, me, tid in zip(s.tolist(), e.tolist(), ids.tolist()):
             tok = self.tokens[tid]
             if tok.single_word:
-                before = raw[max(start, ms - 4):ms].decode("utf-8", "ignore")
-                after = raw[me:min(end, me + 4)].decode("utf-8", "ignore")
-                if (before and _is_word_char(before[-1])) or (after and _is_word_char(after[0])):
+                before = _char_before(raw, start, ms)
+                after = _char_after(raw, me, end)
+                if (before and _is_word_char(before)) or (after and _is_word_char(after)):
                     continue
             if tok.lstrip:
-                while ms > prev_end and raw[ms - 1:ms].isspace():
-                    ms -= 1
+                floor = max(start, prev_end)
+                while ms > floor:
+                    ch = _char_before(raw, floor, ms)
+                    if ch not in _WHITE_SPACE:
+                        break
+                    ms -= len(ch.encode("utf-8"))
             if tok.rstrip:
-                while me < end and raw[me:me + 1].isspace():
-                    me += 1
+                while me < end:
+                    ch = _char_after(raw, me, end)
+                    if ch not in _WHITE_SPACE:
+                        break
+                    me += len(ch.encode("utf-8"))
             out_s.append(ms)
             out_e.append(me)
             out_i.append(tid)
@@ -143,5 +153,30 @@ class AddedTokenMatcher:
         return (np.asarray(out_s, np.int64), np.asarray(out_e, np.int64), np.asarray(out_i, np.int64))
 
 
+# Unicode White_Space (Rust regex ``\s``), not Python's ``str.isspace`` (which adds U+001C..U+001F)
+_WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008" \
+    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def _char_before(raw: bytes, lower: int, pos: int) -> str:
+    """The character ending at byte ``pos`` (not before ``lower``), or ""."""
+    i = pos - 1
+    while i > lower and (raw[i] & 0xC0) == 0x80:
+        i -= 1
+    return raw[i:pos].decode("utf-8", "replace") if pos > lower else ""
+
+
+def _char_after(raw: bytes, pos: int, upper: int) -> str:
+    """The character starting at byte ``pos`` (before ``upper``), or ""."""
+    if pos >= upper:
+        return ""
+    j = pos + 1
+    while j < upper and (raw[j] & 0xC0) == 0x80:
+        j += 1
+    return raw[pos:j].decode("utf-8", "replace")
+
+
 def _is_word_char(ch: str) -> bool:
-    return ch.isalnum() or ch == "_" or unicodedata.category(ch).startswith("M")
+    """Rust regex ``\\w``: Alphabetic, marks, decimal digits, connector punctuation, joiners."""
+    cat = unicodedata.category(ch)
+    return ch.isalpha() or cat[0] == "M" or cat in ("Nd", "Nl", "Pc") or ch in "\u200c\u200d"
