@@ -64,6 +64,7 @@ class _Reader:
         self.pos = 0
         self.end = "<"
         self.key = "header"
+        self.depth = 0
 
     def fail(self, msg: str):
         raise ModelFileError(msg, path=self.path, where=self.key)
@@ -120,7 +121,12 @@ class _Reader:
         if etype == T_ARRAY:  # arrays of arrays: parsed (to skip them), never used by tokenizers
             if count > (len(self.data) - self.pos) // 12:
                 self.fail(f"array claims {count} elements, more than the file can hold")
-            return _Array(etype, [self.value(T_ARRAY) for _ in range(count)])
+            self.depth += 1
+            if self.depth > 64:  # a crafted file could nest deep enough to exhaust the Python stack
+                self.fail("arrays nested more than 64 deep")
+            items = [self.value(T_ARRAY) for _ in range(count)]
+            self.depth -= 1
+            return _Array(etype, items)
         self.fail(f"unknown GGUF array element type {etype}")
 
 
