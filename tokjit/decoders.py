@@ -8,33 +8,18 @@ HF semantics: a list of token strings passed through each decoder's ``decode_cha
 
 from __future__ import annotations
 
-from typing import Callable
+
 
 import numpy as np
 from numba import njit
 
+from .components import Registry
 from .errors import UnsupportedComponentError
 
-DECODER_BUILDERS: dict[str, Callable[[dict], object]] = {}
-
-
-def register_decoder(name: str):
-    def wrap(builder):
-        DECODER_BUILDERS[name] = builder
-        return builder
-    return wrap
-
-
-def build_decoder(config: dict | None):
-    if config is None:
-        return None
-    kind = config.get("type")
-    try:
-        builder = DECODER_BUILDERS[kind]
-    except KeyError:
-        raise UnsupportedComponentError(
-            f"decoder type {kind!r} is not supported (known: {sorted(DECODER_BUILDERS)})") from None
-    return builder(config)
+DECODERS = Registry("decoder")
+DECODER_BUILDERS = DECODERS.builders
+register_decoder = DECODERS.register
+build_decoder = DECODERS.build
 
 
 @njit(cache=True, nogil=True)
@@ -373,6 +358,36 @@ def spm_decode_utf8_runs(data: bytes) -> str:
     return "".join(out)
 
 
+@njit(cache=True, nogil=True)
+def spm_gather(ids, n_ids, skip, kinds, leading_ws, blob, offsets, strip_leading, remove_extra, out):
+    """sentencepiece ``Decode`` into bytes: per-id surfaces from ``blob`` (U+2581 already a space,
+    control pieces empty, byte pieces one raw byte), dropping the leading space of pieces while the
+    dummy-prefix rule applies (no text yet, no U+2581 consumed yet; with ``remove_extra`` it keeps
+    applying until text appears). Ids marked in ``skip`` are left out. Returns bytes written; ``out``
+    must hold the sum of the surfaces. Byte runs that are not valid UTF-8 are the caller's concern.
+    """
+    m = 0
+    bos_ws_seen = False
+    head = True
+    for i in range(n_ids):
+        t = ids[i]
+        if skip[t]:
+            continue
+        s = offsets[t]
+        e = offsets[t + 1]
+        kind = kinds[t]
+        if head:
+            if kind == 3 or m > 0 or bos_ws_seen:
+                head = False
+            elif kind == 0 and strip_leading and leading_ws[t]:
+                s += 1
+                bos_ws_seen = not remove_extra
+        for k in range(s, e):
+            out[m] = blob[k]
+            m += 1
+    return m
+
+
 class SentencePieceDecoder:
     """sentencepiece ``decode`` for a ``.model``: control pieces vanish, the unknown piece reads as
     ``unk_surface`` (" \u2047 "), runs of byte pieces are decoded as UTF-8 (U+FFFD per bad byte), U+2581
@@ -421,6 +436,8 @@ class SentencePieceDecoder:
             else:
                 items.append(piece.replace(_SPACE_SYMBOL, " ").encode("utf-8"))
         self._kinds = kinds
+        self._leading_ws = np.asarray([tokenizer.id_to_token(i).startswith(_SPACE_SYMBOL) for i in range(n)],
+                                      np.bool_)
         self._piece_index = {tokenizer.id_to_token(i): i for i in range(n - 1, -1, -1)}
         self._unk_id = tokenizer.spec.unk_id
         self._table = pack_bytes(items)
@@ -486,35 +503,20 @@ class SentencePieceDecoder:
 
     def decode_ids(self, tokenizer, arr: np.ndarray, skip_special_tokens: bool, errors: str) -> str:
         self._setup(tokenizer)
-        if skip_special_tokens:
-            arr = arr[~tokenizer._special_ids[arr]]
-        kinds = self._kinds
-        # leading pieces: the dummy-prefix rule depends on what came before, decide them one by one
-        head: list[str] = []
-        is_bos_ws = True
-        bos_ws_seen = False
-        i = 0
-        n = arr.shape[0]
-        while i < n:
-            tid = int(arr[i])
-            kind = int(kinds[tid])
-            if kind == 3 or bos_ws_seen or head:
-                break
-            surface, bos_ws_seen = self._decode_piece(tokenizer.id_to_token(tid), kind, True, is_bos_ws)
-            if surface:
-                head.append(surface)
-            i += 1
         blob, offsets = self._table
-        rest = arr[i:]
-        no_skip = _no_skip(offsets.shape[0] - 1)
-        total = gathered_length(rest, np.int64(rest.shape[0]), offsets, no_skip)
-        out = np.empty(total, np.uint8)
-        gather_token_bytes(rest, np.int64(rest.shape[0]), blob, offsets, no_skip, out)
+        skip = tokenizer._special_ids if skip_special_tokens else _no_skip(offsets.shape[0] - 1)
+        n = np.int64(arr.shape[0])
+        out = np.empty(gathered_length(arr, n, offsets, skip), np.uint8)
+        m = spm_gather(arr, n, skip, self._kinds, self._leading_ws, blob, offsets, self.strip_leading,
+                       self.remove_extra, out)
         try:
-            text = "".join(head) + out.tobytes().decode("utf-8")
+            text = out[:m].tobytes().decode("utf-8")
         except UnicodeDecodeError:
             if errors == "strict":
                 raise
+            if skip_special_tokens:
+                arr = arr[~tokenizer._special_ids[arr]]
+            kinds = self._kinds
             ids = arr.tolist()
             return self._decode_pieces([tokenizer.id_to_token(t) for t in ids], [int(kinds[t]) for t in ids],
                                        [True] * len(ids))
