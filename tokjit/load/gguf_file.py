@@ -495,16 +495,23 @@ def _bert(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
 
 
 def _t5(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
-    from .. import llamacpp_pretokenizer  # noqa: F401
+    """llama.cpp's UGM: sentencepiece's normaliser (user-defined prefix, charsmap, whitespace rules)
+    and a Viterbi in double precision where later candidates must score strictly higher, consecutive
+    unknowns fused. That is HF's Unigram arithmetic over NORMAL / USER_DEFINED / UNUSED pieces."""
     if scores is None:
         scores = np.zeros(len(strings), np.float32)
     charsmap = meta.array("tokenizer.ggml.precompiled_charsmap", (T_UINT8, T_INT8))
-    blob = b"" if charsmap is None else charsmap.payload.astype(np.uint8).tobytes()
+    blob = None if charsmap is None or len(charsmap.payload) == 0 else charsmap.payload.astype(np.uint8).tobytes()
     tokens = [s.encode("utf-8") for s in strings]
-    model = {"type": "LlamaCppUgm", "unk_id": ids["unk"]}
-    normalizer = {"type": "LlamaCppUgmNormalizer", "precompiled_charsmap": blob,
-                  "add_space_prefix": meta.boolean("tokenizer.ggml.add_space_prefix", False),
-                  "remove_extra_whitespaces": meta.boolean("tokenizer.ggml.remove_extra_whitespaces", False)}
-    return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores,
-                         model_mask=np.ones(len(strings), np.bool_), normalizer=normalizer,
-                         decoder={"type": "LlamaCppSpm", "add_space_prefix": False}, added_tokens=added)
+    add_space_prefix = meta.boolean("tokenizer.ggml.add_space_prefix", False)
+    remove_extra = meta.boolean("tokenizer.ggml.remove_extra_whitespaces", False)
+    model = {"type": "Unigram", "unk_id": ids["unk"], "byte_fallback": False, "arithmetic": "hf"}
+    normalizer = {"type": "SentencePieceNormalizer", "precompiled_charsmap": blob,
+                  "add_dummy_prefix": add_space_prefix, "remove_extra_whitespaces": remove_extra,
+                  "escape_whitespaces": True, "treat_whitespace_as_suffix": False,
+                  "user_defined": [s for s, t in zip(strings, types.tolist()) if t == TokenType.USER_DEFINED]}
+    mask = (types == TokenType.NORMAL) | (types == TokenType.USER_DEFINED) | (types == TokenType.UNUSED)
+    decoder = {"type": "SentencePieceDecoder", "strip_leading_space": add_space_prefix,
+               "remove_extra_whitespaces": remove_extra, "unk_surface": "\u2585", "denormalizer": None}
+    return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores.astype(np.float32),
+                         model_mask=mask, normalizer=normalizer, decoder=decoder, added_tokens=added)
