@@ -145,7 +145,7 @@ def test_unknown_value_type(tmp_path):
         load_bytes(_patch(data, pos, "<I", 77), use_cache=False)
 
 
-@pytest.mark.parametrize("skip", ["model", "tokens"])
+@pytest.mark.parametrize("skip", ["model", "tokens", "merges"])
 def test_required_key_missing(tmp_path, skip):
     with pytest.raises(ModelFileError, match=f"tokenizer.ggml.{skip}"):
         load_bytes(write_gguf(tmp_path, skip=(skip,)), use_cache=False)

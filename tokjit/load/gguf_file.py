@@ -409,7 +409,7 @@ def _merges(meta: _Meta, strings: list[str], mask: np.ndarray) -> np.ndarray:
     """``tokenizer.ggml.merges`` -> int32 rows (left id, right id, merged id or -1)."""
     merges = meta.strings("tokenizer.ggml.merges")
     if merges is None:
-        return np.zeros((0, 3), np.int32)
+        meta.fail("tokenizer.ggml.merges", "required key is missing (llama.cpp refuses a BPE vocab without merges)")
     index = {}
     for i, s in enumerate(strings):
         if mask[i]:
