@@ -1,0 +1,30 @@
+"""tokenizer.json ``WordPiece`` model -> spec parts (see ``_bpe`` in :mod:`tokjit.load.hf_json`)."""
+
+from __future__ import annotations
+
+from ..errors import ModelFileError
+from .hf_json import register_hf_model
+from .. import wordpiece  # noqa: F401  (registers the WordPiece components)
+
+
+@register_hf_model("WordPiece")
+def _wordpiece(doc: dict, model: dict, path) -> dict:
+    vocab = model["vocab"]
+    if not isinstance(vocab, dict):
+        raise ModelFileError("WordPiece vocab must be an object", path=path, where="model.vocab")
+    strings = {}
+    for s, i in vocab.items():
+        if not isinstance(s, str) or isinstance(i, bool) or not isinstance(i, int):
+            raise ModelFileError(f"vocab entry {s!r}: {i!r} is not string -> integer id", path=path,
+                                 where="model.vocab")
+        strings[i] = s
+    unk = model.get("unk_token", "[UNK]")
+    unk_id = vocab.get(unk) if unk is not None else None
+    max_chars = model.get("max_input_chars_per_word", 100)
+    prefix = model.get("continuing_subword_prefix", "##")
+    return {
+        "model": {"type": "WordPiece", "unk_id": unk_id, "unk_token": unk,
+                  "continuing_subword_prefix": "" if prefix is None else str(prefix),
+                  "max_input_chars_per_word": None if max_chars is None else int(max_chars)},
+        "strings": strings, "to_bytes": lambda s: s.encode("utf-8"),
+    }
