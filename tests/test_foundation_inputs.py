@@ -116,16 +116,21 @@ def test_decode_rejects_ids_outside_vocab(o200k):
 
 @pytest.mark.parametrize("unit", ["x", " ", "^", "1", "'", "\n", "é", "日"])
 def test_long_runs_are_roughly_linear(o200k, unit):
+    def best_time(text):
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            ids = o200k.encode(text)
+            times.append(time.perf_counter() - t0)
+        return min(times), ids
+
     o200k.encode(unit * 1000)
     small, big = unit * 100_000, unit * 1_000_000
-    t0 = time.perf_counter()
-    o200k.encode(small)
-    t1 = time.perf_counter()
-    ids = o200k.encode(big)
-    t2 = time.perf_counter()
+    t_small, _ = best_time(small)
+    t_big, ids = best_time(big)
     assert o200k.decode(ids) == big
-    # generous bound: linear would be 10x; a quadratic kernel would be ~100x
-    assert (t2 - t1) / max(t1 - t0, 1e-3) < 40
+    # generous bound for a shared, noisy machine: linear is 10x, a quadratic kernel would be ~100x
+    assert t_big / max(t_small, 1e-3) < 40
 
 
 @settings(max_examples=150, deadline=None)

@@ -7,33 +7,23 @@ tok_ends)`` where the spans are byte offsets into ``buf`` (used for offsets and 
 
 from __future__ import annotations
 
-from typing import Callable
+
 
 import numpy as np
 
 from .compile import PairTable, TokenTable, check_ids
+from .components import Registry
 from .errors import ModelFileError, UnsupportedComponentError
 from .kernels import bpe as bpe_kernel
 from .spec import TokenizerSpec, TokenType
 
-MODEL_BUILDERS: dict[str, Callable[[TokenizerSpec], object]] = {}
-
-
-def register_model(name: str):
-    def wrap(builder):
-        MODEL_BUILDERS[name] = builder
-        return builder
-    return wrap
+MODELS = Registry("model")
+MODEL_BUILDERS = MODELS.builders
+register_model = MODELS.register
 
 
 def build_model(spec: TokenizerSpec):
-    kind = spec.model.get("type")
-    try:
-        builder = MODEL_BUILDERS[kind]
-    except KeyError:
-        raise UnsupportedComponentError(
-            f"model type {kind!r} is not supported (known: {sorted(MODEL_BUILDERS)})") from None
-    return builder(spec)
+    return MODELS.lookup(spec.model.get("type"))(spec)
 
 
 def model_mask(spec: TokenizerSpec) -> np.ndarray:

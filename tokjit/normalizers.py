@@ -13,28 +13,13 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
+from .components import Registry
 from .errors import UnsupportedComponentError
 
-NORMALIZER_BUILDERS: dict[str, Callable[[dict], object]] = {}
-
-
-def register_normalizer(name: str):
-    def wrap(builder):
-        NORMALIZER_BUILDERS[name] = builder
-        return builder
-    return wrap
-
-
-def build_normalizer(config: dict | None):
-    if config is None:
-        return None
-    kind = config.get("type")
-    try:
-        builder = NORMALIZER_BUILDERS[kind]
-    except KeyError:
-        raise UnsupportedComponentError(
-            f"normalizer type {kind!r} is not supported (known: {sorted(NORMALIZER_BUILDERS)})") from None
-    return builder(config)
+NORMALIZERS = Registry("normalizer")
+NORMALIZER_BUILDERS = NORMALIZERS.builders
+register_normalizer = NORMALIZERS.register
+build_normalizer = NORMALIZERS.build
 
 
 def identity_align(buf: np.ndarray, align: np.ndarray | None) -> np.ndarray:

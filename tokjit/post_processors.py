@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Callable
-
-from .errors import ModelFileError, UnsupportedComponentError
-
-POST_PROCESSOR_BUILDERS: dict[str, Callable[[dict], object]] = {}
 
 
-def register_post_processor(name: str):
-    def wrap(builder):
-        POST_PROCESSOR_BUILDERS[name] = builder
-        return builder
-    return wrap
+from .components import Registry
+from .errors import ModelFileError
 
-
-def build_post_processor(config: dict | None):
-    if config is None:
-        return None
-    kind = config.get("type")
-    try:
-        builder = POST_PROCESSOR_BUILDERS[kind]
-    except KeyError:
-        raise UnsupportedComponentError(
-            f"post-processor type {kind!r} is not supported (known: {sorted(POST_PROCESSOR_BUILDERS)})"
-        ) from None
-    return builder(config)
+POST_PROCESSORS = Registry("post-processor")
+POST_PROCESSOR_BUILDERS = POST_PROCESSORS.builders
+register_post_processor = POST_PROCESSORS.register
+build_post_processor = POST_PROCESSORS.build
 
 
 class TemplateProcessing:

@@ -14,29 +14,13 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
+from .components import Registry
 from .errors import UnsupportedComponentError
 
-PRE_TOKENIZER_BUILDERS: dict[str, Callable[[dict], object]] = {}
-
-
-def register_pre_tokenizer(name: str):
-    def wrap(builder):
-        PRE_TOKENIZER_BUILDERS[name] = builder
-        return builder
-    return wrap
-
-
-def build_pre_tokenizer(config: dict | None):
-    if config is None:
-        return None
-    kind = config.get("type")
-    try:
-        builder = PRE_TOKENIZER_BUILDERS[kind]
-    except KeyError:
-        raise UnsupportedComponentError(
-            f"pre-tokenizer type {kind!r} is not supported (known: {sorted(PRE_TOKENIZER_BUILDERS)})"
-        ) from None
-    return builder(config)
+PRE_TOKENIZERS = Registry("pre-tokenizer")
+PRE_TOKENIZER_BUILDERS = PRE_TOKENIZERS.builders
+register_pre_tokenizer = PRE_TOKENIZERS.register
+build_pre_tokenizer = PRE_TOKENIZERS.build
 
 
 @dataclass
