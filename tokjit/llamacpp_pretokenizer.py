@@ -30,6 +30,7 @@ from numba import njit
 
 from .errors import UnsupportedComponentError
 from .load.gguf_pretypes import custom_splitter
+from .pretokenize.regex_kernel import find_matches
 from .pre_tokenizers import BEHAVIORS, Pieces, RegexSplitter, apply_split_behavior, register_pre_tokenizer
 
 # category codes of data/llamacpp_unicode.npz (scripts/gen_llamacpp_unicode.py)
@@ -435,6 +436,52 @@ def translate_pattern(pattern: str) -> tuple[str, bool]:
     return "".join(out), collapse
 
 
+@njit(cache=True, nogil=True)
+def split_pieces_on_view(view, v_of_o, o_of_v, starts, ends, n_pieces, prog, rep_info, cls_ascii, cls_mask,
+                         cls_neg, cls_roff, cls_ranges, gc, step_budget_per_byte, n_memo, m_starts, m_ends,
+                         stack, out_starts, out_ends):
+    """``unicode_regex_split_stl`` for every piece in one call: the regex runs on the view span of each
+    piece alone, and matches plus the gaps between them become pieces (in original byte offsets).
+
+    Returns the number of pieces, or a negative ``find_matches`` error code (the caller then retries
+    piece by piece with growing buffers / memoization). O(view bytes * regex cost).
+    ``m_*`` hold the matches of one piece (capacity = longest view span + 1); ``out_*`` need
+    2 * (view bytes) + n_pieces slots.
+    """
+    n_out = 0
+    params = np.empty(3, np.int64)
+    for p in range(n_pieces):
+        s = starts[p]
+        e = ends[p]
+        vs = v_of_o[s]
+        ve = v_of_o[e]
+        params[0] = 0
+        params[1] = step_budget_per_byte * (ve - vs + 1) + 100_000
+        params[2] = n_memo
+        r = find_matches(view, vs, ve, prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc,
+                         params, m_starts, m_ends, stack)
+        if r < 0:
+            return r
+        pos = s
+        for k in range(r):
+            ms = o_of_v[m_starts[k]]
+            me = o_of_v[m_ends[k]]
+            if ms > pos:
+                out_starts[n_out] = pos
+                out_ends[n_out] = ms
+                n_out += 1
+            if me > ms:
+                out_starts[n_out] = ms
+                out_ends[n_out] = me
+                n_out += 1
+            pos = me
+        if e > pos:
+            out_starts[n_out] = pos
+            out_ends[n_out] = e
+            n_out += 1
+    return n_out
+
+
 class _ViewRegex:
     """One std::regex-path pattern: translated, compiled for tokjit's engine when it can."""
 
@@ -442,10 +489,12 @@ class _ViewRegex:
         self.pattern = pattern
         self.translated, self.collapse = translate_pattern(pattern)
         self.find = None
+        self.compiled = None
         try:
             from .pretokenize import CompiledRegex, UnsupportedPatternError
             try:
-                self.find = CompiledRegex(self.translated, syntax="python").find_spans
+                self.compiled = CompiledRegex(self.translated, syntax="python")
+                self.find = self.compiled.find_spans
             except UnsupportedPatternError:
                 self.find = None
         except ImportError:
@@ -503,6 +552,21 @@ class LlamaCppRegexSplit:
     @staticmethod
     def _split(rx: _ViewRegex, view, starts, ends):
         vbuf, v_of_o, o_of_v = view
+        if rx.compiled is not None and starts.shape[0]:
+            # all pieces in one kernel call; any engine error (budget, buffers) -> the careful path below
+            prog = rx.compiled.program
+            longest = int((v_of_o[ends] - v_of_o[starts]).max())
+            m_s = np.empty(longest + 1, np.int64)
+            m_e = np.empty(longest + 1, np.int64)
+            cap = 2 * vbuf.shape[0] + starts.shape[0] + 1
+            os_ = np.empty(cap, np.int64)
+            oe = np.empty(cap, np.int64)
+            k = split_pieces_on_view(vbuf, v_of_o, o_of_v, starts, ends, np.int64(starts.shape[0]), prog.prog,
+                                     prog.rep_info, prog.cls_ascii, prog.cls_mask, prog.cls_neg, prog.cls_roff,
+                                     prog.cls_ranges, prog.gc, np.int64(256), np.int64(prog.n_memo), m_s, m_e,
+                                     np.empty(4096, np.int64), os_, oe)
+            if k >= 0:
+                return os_[:k], oe[:k]
         out_s, out_e = [], []
         isolated = np.int64(BEHAVIORS["Isolated"])
         for s, e in zip(starts.tolist(), ends.tolist()):
