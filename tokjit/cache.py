@@ -37,10 +37,29 @@ def cache_dir() -> str | None:
     return os.path.join(base, "tokjit")
 
 
+_CODE_FINGERPRINT: str | None = None
+
+
+def code_fingerprint() -> str:
+    """Hash of the loader sources: a spec cached by other loader code is never reused."""
+    global _CODE_FINGERPRINT
+    if _CODE_FINGERPRINT is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        files = [os.path.join(here, "spec.py"), os.path.join(here, "cache.py")]
+        load_dir = os.path.join(here, "load")
+        files += sorted(os.path.join(load_dir, f) for f in os.listdir(load_dir) if f.endswith(".py"))
+        digest = hashlib.sha256()
+        for path in files:
+            with open(path, "rb") as fh:
+                digest.update(fh.read())
+        _CODE_FINGERPRINT = digest.hexdigest()
+    return _CODE_FINGERPRINT
+
+
 def cache_key(source_sha256: str, options: dict) -> str:
     from . import __version__
-    blob = json.dumps({"src": source_sha256, "opt": options, "v": __version__, "f": FORMAT_VERSION},
-                      sort_keys=True, default=str).encode()
+    blob = json.dumps({"src": source_sha256, "opt": options, "v": __version__, "f": FORMAT_VERSION,
+                       "code": code_fingerprint()}, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()
 
 
