@@ -37,11 +37,36 @@ class VocabTrie:
         size = table_size(max(n_nodes, 8))
         while size < 2 * n_nodes:
             size *= 2
-        self.keys = np.full(size, -1, np.int64)
-        self.children = np.full(size, -1, np.int32)
-        self.node_value = np.full(n_nodes + 1, -1, np.int32)
+        keys = np.full(size, -1, np.int64)
+        children = np.full(size, -1, np.int32)
+        node_value = np.full(n_nodes + 1, -1, np.int32)
         kernel.build_trie(blob, offsets, order, np.int64(order.shape[0]), np.arange(len(tokens), dtype=np.int32),
-                          np.int64(self.max_len), self.keys, self.children, self.node_value)
+                          np.int64(self.max_len), keys, children, node_value)
+        self.n_nodes = n_nodes
+        self.da = self._double_array(keys, children, node_value, n_nodes)
+
+    @staticmethod
+    def _double_array(keys, children, node_value, n_nodes) -> np.ndarray:
+        filled = keys >= 0
+        parent = keys[filled] >> 8
+        edge_byte = (keys[filled] & 255).astype(np.int32)
+        edge_child = children[filled].astype(np.int64)
+        order = np.lexsort((edge_byte, parent))
+        parent, edge_byte, edge_child = parent[order], edge_byte[order], edge_child[order]
+        edge_start = np.zeros(n_nodes + 1, np.int64)
+        np.cumsum(np.bincount(parent, minlength=n_nodes)[:n_nodes], out=edge_start[1:])
+        rows = 2 * n_nodes + 512
+        while True:
+            da = np.zeros((rows, 4), np.int32)
+            da[:, kernel.DA_CHECK] = -1
+            da[:, kernel.DA_VALUE] = -1
+            used = kernel.build_double_array(np.int64(n_nodes), edge_start, edge_byte, edge_child,
+                                             node_value, da)
+            if used >= 0:
+                # keep room for base + 255 of the highest base
+                top = int(da[:used, kernel.DA_BASE].max()) + 256 if used else 256
+                return np.ascontiguousarray(da[:max(used, top)])
+            rows *= 2
 
 
 class UnigramModel:
@@ -110,7 +135,7 @@ class UnigramModel:
         out_ends = np.empty(total, np.int64)
         t = self.trie
         n = kernel.unigram_encode(
-            buf, starts, ends, np.int64(starts.shape[0]), t.keys, t.children, t.node_value,
+            buf, starts, ends, np.int64(starts.shape[0]), t.da,
             self.scores, self.id_flags, self.byte_ids, self.arith, self.unk_id, self.unk_score,
             self.max_score, self.byte_fallback,
             out_ids, out_starts, out_ends, ws.rank.view(np.float64), ws.start, ws.id, ws.prev, ws.next)
