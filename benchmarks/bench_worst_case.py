@@ -1,0 +1,61 @@
+"""asv: pathological inputs must cost linear time (issue 7: time(1 MB) / time(100 KB) <= 12).
+
+``track_linearity`` reports time(10 n) / time(n) (best of
+two runs each), which stays near 10 for a linear tokenizer and would be ~100 for a quadratic one.
+``tests/test_worst_case_linear.py`` asserts a generous bound on the same inputs.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import time
+
+from ._common import FAMILY_NAMES, SCALE, load, warm
+
+KINDS = ["x", "caret", "base64", "digits", "spaces"]
+
+
+def worst_input(kind: str, n: int) -> str:
+    if kind == "x":
+        return "x" * n
+    if kind == "caret":
+        return "^" * n
+    if kind == "digits":
+        return "1234567890" * (n // 10)
+    if kind == "spaces":
+        return " " * n
+    if kind == "base64":
+        raw = random.Random(7).randbytes(n * 3 // 4 + 3)
+        return base64.b64encode(raw).decode("ascii")[:n]
+    raise ValueError(kind)
+
+
+def _best(fn, rounds=2):
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+class WorstCase:
+    params = (FAMILY_NAMES, KINDS)
+    param_names = ["family", "kind"]
+    timeout = 300
+
+    def setup(self, family, kind):
+        self.tok = load(family)
+        warm(self.tok)
+        n = int(100_000 * SCALE)
+        self.small = worst_input(kind, n)
+        self.big = worst_input(kind, 10 * n)
+        self.tok.encode(self.small[:1000])
+
+    def track_linearity(self, family, kind):
+        t_small = _best(lambda: self.tok.encode(self.small))
+        t_big = _best(lambda: self.tok.encode(self.big))
+        return t_big / max(t_small, 1e-6)
+
+    track_linearity.unit = "ratio"
