@@ -34,6 +34,10 @@ character matches a case-insensitive set if any of its case variants is in the s
 from __future__ import annotations
 
 import functools
+import hashlib
+import io
+import os
+import tempfile
 
 import numpy as np
 
@@ -839,12 +843,87 @@ def _class_tables(ctx: _Ctx, sets: list[np.ndarray]):
             np.array(ranges if ranges else [0, -1], np.int32))
 
 
+_PROGRAM_ARRAYS = ("prog", "rep_info", "cls_ascii", "cls_mask", "cls_neg", "cls_roff", "cls_ranges")
+_PROGRAM_MAGIC = b"TOKJITRX"
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_fingerprint() -> str:
+    """Changes whenever this compiler or the Unicode tables change (stale programs are never read)."""
+    h = hashlib.sha256()
+    for path in (__file__, ut.__file__):
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    for table in ut.TABLE_VERSIONS:
+        h.update(ut.general_category_table(table).tobytes())
+    return h.hexdigest()
+
+
+def _program_path(pattern: str, syntax: str, unicode_table: str) -> str | None:
+    from tokjit.cache import cache_dir
+    directory = cache_dir()
+    if directory is None:
+        return None
+    key = hashlib.sha256(repr((pattern, syntax, unicode_table, _compiler_fingerprint())).encode()).hexdigest()
+    return os.path.join(directory, "regex-" + key + ".npz")
+
+
+def _read_program(path, pattern, syntax, unicode_table) -> Program | None:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        if data[:8] != _PROGRAM_MAGIC or hashlib.sha256(data[40:]).digest() != data[8:40]:
+            return None
+        with np.load(io.BytesIO(data[40:]), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in _PROGRAM_ARRAYS}
+            n_memo = int(z["n_memo"])
+    except (OSError, KeyError, ValueError):
+        return None
+    return Program(pattern, syntax, unicode_table, *(arrays[k] for k in _PROGRAM_ARRAYS),
+                   ut.general_category_table(unicode_table), n_memo)
+
+
+def _write_program(path, program: Program) -> None:
+    buf = io.BytesIO()
+    np.savez(buf, n_memo=np.int64(program.n_memo), **{k: getattr(program, k) for k in _PROGRAM_ARRAYS})
+    payload = buf.getvalue()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".npz")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(_PROGRAM_MAGIC + hashlib.sha256(payload).digest() + payload)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    except OSError:
+        pass  # an unwritable cache only means compiling again next time
+
+
+@functools.lru_cache(maxsize=64)
 def compile_pattern(pattern: str, *, syntax: str = "python", unicode_table: str = "regex") -> Program:
-    """Compile ``pattern`` into a :class:`Program` (raises :class:`UnsupportedPatternError`)."""
+    """Compile ``pattern`` into a :class:`Program` (raises :class:`UnsupportedPatternError`).
+
+    Building the class tables over every code point costs ~0.3 s per pattern, most of a warm start-up;
+    programs are memoized per process and stored in tokjit's cache directory (hash-verified, keyed by
+    the pattern and a fingerprint of this compiler and its Unicode tables). Programs are read-only."""
     if syntax not in SYNTAXES:
         raise ValueError(f"syntax must be one of {SYNTAXES}")
     if not isinstance(pattern, str):
         raise TypeError("pattern must be str")
+    path = _program_path(pattern, syntax, unicode_table)
+    if path is not None:
+        cached = _read_program(path, pattern, syntax, unicode_table)
+        if cached is not None:
+            return cached
+    program = _compile_pattern(pattern, syntax, unicode_table)
+    if path is not None:
+        _write_program(path, program)
+    return program
+
+
+def _compile_pattern(pattern: str, syntax: str, unicode_table: str) -> Program:
     ctx = _ctx(unicode_table)
     ast = _Parser(pattern, ctx, syntax).parse()
     g = _Gen(ctx)
