@@ -11,6 +11,8 @@ import hashlib
 import os
 import re
 
+import regex
+
 from ..errors import ModelFileError, TokenizerFileNotFoundError, UnsupportedComponentError
 
 _RANK_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2} \d+\r?$")
@@ -98,9 +100,58 @@ def _override(spec, pat_str, special_tokens):
             spec.added_tokens.append(AddedToken(content, int(tid), special=True))
 
 
+def _check_post_processor_ids(spec, path) -> None:
+    """Every id a post-processor template would insert must be in the vocabulary (HF does not check;
+    an id past the end would make the output undecodable)."""
+    n = len(spec.tokens)
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "ids" and isinstance(value, list):
+                    for tid in value:
+                        if isinstance(tid, bool) or not isinstance(tid, int) or not 0 <= tid < n:
+                            raise ModelFileError(f"post-processor inserts id {tid!r}, outside the vocabulary "
+                                                 f"of {n}", path=path, where=f"{where}.{key}")
+                elif key in ("cls", "sep") and isinstance(value, list) and len(value) == 2:
+                    tid = value[1]
+                    if isinstance(tid, bool) or not isinstance(tid, int) or not 0 <= tid < n:
+                        raise ModelFileError(f"post-processor inserts id {tid!r}, outside the vocabulary "
+                                             f"of {n}", path=path, where=f"{where}.{key}")
+                else:
+                    walk(value, f"{where}.{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{where}[{i}]")
+
+    walk(spec.post_processor, "post_processor")
+
+
 def load_bytes(data: bytes, **kwargs):
+    from ..errors import TokjitError
     from ..tokenizer import Tokenizer
-    return Tokenizer(load_spec(data, **kwargs))
+    spec = load_spec(data, **kwargs)
+    path = kwargs.get("path")
+    _check_post_processor_ids(spec, path)
+    try:
+        tok = Tokenizer(spec)
+    except TokjitError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, regex.error) as exc:
+        # a component config of the wrong shape (a field missing or of the wrong type, a Split
+        # regex that does not compile) surfaces while building the pipeline: it is the file's
+        # fault, so say which file and what
+        raise ModelFileError(f"malformed tokenizer component ({type(exc).__name__}: {exc})",
+                             path=path) from None
+    if spec.source.get("format") == "tokenizer.json" and spec.model.get("byte_level") and \
+            kwargs.get("pat_str") is None:
+        from .hf_json import _components
+        if not any(c.get("type") == "ByteLevel" for c in _components(spec.pre_tokenizer, "pretokenizers")):
+            # HF maps text to GPT-2 byte characters only in the ByteLevel pre-tokenizer; without it
+            # its model matches raw characters against byte-mapped vocab strings
+            raise UnsupportedComponentError("a byte-level vocabulary (ByteLevel decoder) without a ByteLevel "
+                                            f"pre-tokenizer is not supported (in {path})")
+    return tok
 
 
 def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | None = None, fmt=None):

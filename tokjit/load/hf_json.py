@@ -87,6 +87,9 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
     kind = model.get("type")
     if kind is None:  # very old exports omit the type; infer it from the fields
         kind = "BPE" if "merges" in model else "Unigram" if isinstance(model.get("vocab"), list) else "WordPiece"
+    if not isinstance(kind, str):
+        raise ModelFileError(f"model type must be a string, got {kind!r}", path=path, where="model.type")
+    check_component_tree(doc, path)
     if kind not in HF_MODEL_LOADERS:
         # family loaders register themselves on import
         from . import hf_families  # noqa: F401
@@ -95,7 +98,7 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
                                         f"(known: {sorted(HF_MODEL_LOADERS)})")
     try:
         parts = HF_MODEL_LOADERS[kind](doc, model, path)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         if isinstance(exc, ModelFileError):
             raise
         raise ModelFileError(f"malformed {kind} model ({type(exc).__name__}: {exc})", path=path,
@@ -103,9 +106,46 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
     return _finish(doc, parts, path)
 
 
+# Sequence children per stage, and component fields HF deserializes as strings: a file with
+# anything else there is refused by HF at load, so it must not get as far as encode or decode here
+_STAGES = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers", "post_processor": "processors",
+           "decoder": "decoders"}
+_STRING_FIELDS = ("prefix", "replacement", "content", "prepend", "suffix", "delimiter")
+
+
+def check_component_tree(doc: dict, path) -> None:
+    """Each pipeline stage is null or an object with a string ``type``; Sequence children likewise;
+    string-valued fields are strings. Raises :class:`ModelFileError` naming the key otherwise."""
+    def check(node, where, children_key):
+        if not isinstance(node, dict) or not isinstance(node.get("type"), str):
+            raise ModelFileError(f"expected a component object with a string 'type', got {str(node)[:80]}",
+                                 path=path, where=where)
+        for key in _STRING_FIELDS:
+            if key in node and not isinstance(node[key], str):
+                raise ModelFileError(f"'{key}' must be a string, got {node[key]!r}", path=path,
+                                     where=f"{where}.{key}")
+        if node["type"] == "Sequence":
+            children = node.get(children_key)
+            if not isinstance(children, list):
+                raise ModelFileError(f"Sequence needs a list '{children_key}'", path=path,
+                                     where=f"{where}.{children_key}")
+            for i, child in enumerate(children):
+                check(child, f"{where}.{children_key}[{i}]", children_key)
+
+    for stage, children_key in _STAGES.items():
+        if doc.get(stage) is not None:
+            check(doc[stage], stage, children_key)
+    added = doc.get("added_tokens")
+    if added is not None and not isinstance(added, list):
+        raise ModelFileError("added_tokens must be a list", path=path, where="added_tokens")
+
+
 def _added_tokens(doc: dict, path) -> list[AddedToken]:
     out = []
     for i, t in enumerate(doc.get("added_tokens") or []):
+        if not isinstance(t, dict) or not isinstance(t.get("content"), str) or not t["content"]:
+            raise ModelFileError("added token needs a non-empty string 'content'", path=path,
+                                 where=f"added_tokens[{i}]")
         try:
             out.append(AddedToken(content=str(t["content"]), id=int(t["id"]), special=bool(t.get("special", False)),
                                   lstrip=bool(t.get("lstrip", False)), rstrip=bool(t.get("rstrip", False)),
@@ -121,6 +161,13 @@ def _finish(doc: dict, parts: dict, path) -> TokenizerSpec:
     vocab_strings: dict[int, str] = parts["strings"]  # id -> model vocab string
     to_bytes: Callable[[str], bytes] = parts["to_bytes"]
     added = _added_tokens(doc, path)
+    if added:
+        vocab_ids = {s: i for i, s in vocab_strings.items()}
+        for k, t in enumerate(added):
+            if vocab_ids.get(t.content, t.id) != t.id:
+                # HF would silently use the vocabulary's id; a file that disagrees with itself is refused
+                raise ModelFileError(f"added token {t.content!r} has id {t.id} but the vocabulary gives it id "
+                                     f"{vocab_ids[t.content]}", path=path, where=f"added_tokens[{k}]")
     ids = list(vocab_strings) + [t.id for t in added]
     if not ids:
         raise ModelFileError("empty vocabulary", path=path, where="model.vocab")
