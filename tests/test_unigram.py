@@ -23,9 +23,10 @@ from tokjit.kernels import charsmap as charsmap_kernel
 tokenizers = pytest.importorskip("tokenizers")
 spm = pytest.importorskip("sentencepiece")
 
-# sentencepiece keeps Viterbi path scores in float32; past ~30k characters in one call the rounding of
-# those large sums decides near-ties in a way tokjit does not reproduce yet (see module notes). Shorter
-# texts match exactly, so the .model parity sample stays below this length.
+# tokjit's float32 path sums match sentencepiece 0.2.3 exactly while |path score| < 2**18; every long
+# code document that differs first diverges just past that magnitude (botchan: 263k-683k), where
+# sentencepiece separates candidates float32 rounds to a tie. Neither all-float64 nor the 2025 source's
+# float-stored/double-compared rule fits both regimes, so the .model sample stays below this length.
 SPM_MAX_CHARS = 20_000
 
 

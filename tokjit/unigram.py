@@ -1,8 +1,9 @@
 """The Unigram model (SentencePiece ``unigram``, HF ``Unigram``): Viterbi over piece scores.
 
 ``spec.model`` options: ``unk_id``, ``byte_fallback``, and ``arithmetic``: ``"sentencepiece"`` (the
-default; what ``.model`` files mean) or ``"hf"`` (tokenizer.json). They differ in which pieces can be
-matched, how the unknown score and the user-defined bonus are derived, and float32 vs float64 path
+default; what ``.model`` files mean), ``"hf"`` (tokenizer.json) or ``"llamacpp"`` (GGUF t5 / UGM).
+They differ in which pieces can be matched, how the unknown score and the user-defined score are
+derived, whether a fused run of unknowns is looked up in the vocabulary, and float32 vs float64 path
 sums (see :mod:`tokjit.kernels.unigram`); each file must tie-break like its own reference.
 """
 
@@ -17,7 +18,7 @@ from .kernels.lookup import table_size
 from .models import Workspace, model_mask, register_model
 from .spec import TokenizerSpec, TokenType
 
-ARITHMETIC = {"sentencepiece": kernel.ARITH_SPM, "hf": kernel.ARITH_HF}
+ARITHMETIC = {"sentencepiece": kernel.ARITH_SPM, "hf": kernel.ARITH_HF, "llamacpp": kernel.ARITH_LLAMACPP}
 UNK_PENALTY = 10.0  # sentencepiece kUnkPenalty / tokenizers K_UNK_PENALTY
 FLT_MAX = np.finfo(np.float32).max
 FLT_MIN = np.finfo(np.float32).tiny
@@ -109,6 +110,18 @@ class UnigramModel:
             self.scores = scores32.astype(np.float64)
             for i, tok in enumerate(spec.tokens):
                 index.setdefault(tok, i)
+        elif self.arith == kernel.ARITH_LLAMACPP:
+            # llm_tokenizer_ugm: unknown score from NORMAL pieces in float32, user-defined pieces score 0
+            matchable = mask
+            normal = mask & (types == TokenType.NORMAL)
+            scores32 = scores.astype(np.float32)
+            min_score = np.float32(min(FLT_MAX, scores32[normal].min())) if normal.any() else np.float32(FLT_MAX)
+            self.unk_score = np.float64(np.float32(min_score - np.float32(UNK_PENALTY)))
+            self.max_score = np.float64(0.0)
+            self.scores = scores.copy()
+            self.scores[:n][mask & (types == TokenType.USER_DEFINED)] = 0.0
+            for i in np.flatnonzero(mask).tolist():
+                index.setdefault(spec.tokens[i], i)
         else:
             matchable = mask
             self.unk_score = np.float64(scores[mask].min() - UNK_PENALTY) if mask.any() else np.float64(0.0)

@@ -29,6 +29,8 @@ from numba import njit
 
 ARITH_SPM = 0
 ARITH_HF = 1
+# llama.cpp UGM: float64 sums like HF, but a fused run of unknowns is never looked up in the vocabulary
+ARITH_LLAMACPP = 2
 
 # per-id flags
 ID_USER_DEFINED = 1

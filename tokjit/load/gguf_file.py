@@ -497,7 +497,7 @@ def _bert(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
 def _t5(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
     """llama.cpp's UGM: sentencepiece's normaliser (user-defined prefix, charsmap, whitespace rules)
     and a Viterbi in double precision where later candidates must score strictly higher, consecutive
-    unknowns fused. That is HF's Unigram arithmetic over NORMAL / USER_DEFINED / UNUSED pieces."""
+    unknowns fused into one unk id. Unigram arithmetic "llamacpp" over NORMAL / USER_DEFINED / UNUSED pieces."""
     if scores is None:
         scores = np.zeros(len(strings), np.float32)
     charsmap = meta.array("tokenizer.ggml.precompiled_charsmap", (T_UINT8, T_INT8))
@@ -505,7 +505,7 @@ def _t5(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
     tokens = [s.encode("utf-8") for s in strings]
     add_space_prefix = meta.boolean("tokenizer.ggml.add_space_prefix", False)
     remove_extra = meta.boolean("tokenizer.ggml.remove_extra_whitespaces", False)
-    model = {"type": "Unigram", "unk_id": ids["unk"], "byte_fallback": False, "arithmetic": "hf"}
+    model = {"type": "Unigram", "unk_id": ids["unk"], "byte_fallback": False, "arithmetic": "llamacpp"}
     normalizer = {"type": "SentencePieceNormalizer", "precompiled_charsmap": blob,
                   "add_dummy_prefix": add_space_prefix, "remove_extra_whitespaces": remove_extra,
                   "escape_whitespaces": True, "treat_whitespace_as_suffix": False,
