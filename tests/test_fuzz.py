@@ -19,7 +19,7 @@ U+2581. Properties:
 GGUF files have no Python reference: they are fuzzed for no-crash, round trip and path agreement
 (their ids are checked against llama.cpp's vectors in test_gguf_vectors.py).
 
-``TOKJIT_FUZZ_EXAMPLES`` sets examples per property (default 25, a few seconds per tokenizer);
+``TOKJIT_FUZZ_EXAMPLES`` sets examples per property (default 15, a few seconds per tokenizer);
 ``scripts/fuzz_campaign.py`` runs the same properties with many more.
 """
 
@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from fuzz_targets import TARGETS, expected_round_trip, loaded, specials
 
-EXAMPLES = int(os.environ.get("TOKJIT_FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("TOKJIT_FUZZ_EXAMPLES", "15"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("TOKJIT_FUZZ_RANDOM") != "1",
                 suppress_health_check=list(HealthCheck), database=None)
 
