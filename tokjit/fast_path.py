@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .kernels import fused
-from .models import BPEModel
-from .pre_tokenizers import BEHAVIORS, GPT2_PATTERN, ByteLevel, RegexSplitter, Sequence, Split
+from .models import BPEModel, Workspace
+from .pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
 
 STEP_BUDGET_PER_BYTE = 256
 
@@ -50,6 +50,10 @@ def fused_path_for(tok) -> "FusedBPE | None":
     spm_path = spm_fused_path_for(tok)  # SentencePiece-BPE .model pipelines have their own kernel
     if spm_path is not None:
         return spm_path
+    from .wordpiece_fast_path import wordpiece_fused_path_for
+    wordpiece_path = wordpiece_fused_path_for(tok)  # BERT-style WordPiece pipelines have their own kernel
+    if wordpiece_path is not None:
+        return wordpiece_path
     if tok.normalizer is not None or not isinstance(tok.model, BPEModel):
         return None
     split = _split_regex(tok.pre_tokenizer)
@@ -60,9 +64,17 @@ def fused_path_for(tok) -> "FusedBPE | None":
     return FusedBPE(tok, *split)
 
 
+def doc_sizes(doc_starts: np.ndarray, doc_ends: np.ndarray) -> tuple[int, int, int]:
+    """(number of documents, longest, total bytes)."""
+    lengths = doc_ends - doc_starts
+    n_docs = lengths.shape[0]
+    return n_docs, int(lengths.max()) if n_docs else 0, int(lengths.sum()) if n_docs else 0
+
+
 class _Workspace:
     def __init__(self):
         self.cap = -1
+        self.bpe = Workspace()  # the BPE kernel's scratch, shared layout with the staged path
 
     def ensure(self, longest: int):
         if longest <= self.cap:
@@ -76,14 +88,7 @@ class _Workspace:
         self.piece_starts = np.empty(2 * cap + 16, np.int64)
         self.piece_ends = np.empty(2 * cap + 16, np.int64)
         self.rx_stack = np.empty(4096, np.int64)
-        self.ws_start = np.empty(cap + 1, np.int64)
-        self.ws_end = np.empty(cap + 1, np.int64)
-        self.ws_id = np.empty(cap + 1, np.int32)
-        self.ws_rank = np.empty(cap + 1, np.int64)
-        self.ws_prev = np.empty(cap + 1, np.int64)
-        self.ws_next = np.empty(cap + 1, np.int64)
-        self.heap = np.empty(3 * cap + 16, np.int64)
-        self.bpe_stack = np.empty(2 * cap + 4, np.int64)
+        self.bpe.grow(cap + 1)
         self.tok_starts = np.empty(cap + 1, np.int64)
         self.tok_ends = np.empty(cap + 1, np.int64)
         self.cap = cap
@@ -108,15 +113,11 @@ class FusedBPE:
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
         """(ids, per-document end offsets into ids) for documents ``buf[doc_starts[i]:doc_ends[i]]``."""
-        n_docs = doc_starts.shape[0]
-        lengths = doc_ends - doc_starts
-        longest = int(lengths.max()) if n_docs else 0
-        total = int(lengths.sum()) if n_docs else 0
+        n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
         ws = self._workspace(longest)
         m = self.model
-        rev_left = getattr(ws, "rev_left", None)
-        if rev_left is None or rev_left.shape[0] != m.token_flags.shape[0]:
-            rev_left = ws.rev_left = np.full(m.token_flags.shape[0], -1, np.int32)
+        bpe = ws.bpe
+        rev_left = bpe.rev_left(m.token_flags.shape[0])
         matcher = self.tok._match_all if parse_special else self.tok._match_plain
         prog = self.regex.program
         params = np.array([0, STEP_BUDGET_PER_BYTE * (longest + 1) + 100_000, prog.n_memo], np.int64)
@@ -137,8 +138,8 @@ class FusedBPE:
                 self.behavior, self.invert, ws.piece_starts, ws.piece_ends,
                 v.blob, v.offsets, v.table, m.byte_ids, m.merge_rank, p.keys, p.ranks, p.merged,
                 m.flags, m.unk_id, m.max_len,
-                ws.ws_start, ws.ws_end, ws.ws_id, ws.ws_rank, ws.ws_prev, ws.ws_next, ws.heap,
-                m.token_flags, rev_left, m.touched, ws.bpe_stack, m.unsafe_prev,
+                bpe.start, bpe.end, bpe.id, bpe.rank, bpe.prev, bpe.next, bpe.heap,
+                m.token_flags, rev_left, m.touched, bpe.stack, m.unsafe_prev,
                 ws.tok_starts, ws.tok_ends, out_ids, out_pos, doc_out_end, status)
             if d < n_docs:
                 # a pathological document for the backtracking budget: the staged path (with

@@ -11,9 +11,9 @@ import threading
 
 import numpy as np
 
-from .fast_path import FusedBPE
+from .fast_path import FusedBPE, doc_sizes
 from .kernels.spm_fused import encode_docs_spm
-from .models import BPEModel
+from .models import BPEModel, Workspace
 from .sentencepiece_normalizer import SentencePieceNormalizer
 
 
@@ -32,6 +32,7 @@ def spm_fused_path_for(tok) -> "FusedSentencePiece | None":
 class _Scratch:
     def __init__(self):
         self.cap = -1
+        self.bpe = Workspace()
 
     def ensure(self, longest: int):
         if longest <= self.cap:
@@ -49,14 +50,7 @@ class _Scratch:
         self.norm_align = np.empty(big + 1, np.int64)
         self.one_start = np.zeros(1, np.int64)
         self.one_end = np.zeros(1, np.int64)
-        self.ws_start = np.empty(big, np.int64)
-        self.ws_end = np.empty(big, np.int64)
-        self.ws_id = np.empty(big, np.int32)
-        self.ws_rank = np.empty(big, np.int64)
-        self.ws_prev = np.empty(big, np.int64)
-        self.ws_next = np.empty(big, np.int64)
-        self.heap = np.empty(3 * big + 16, np.int64)
-        self.bpe_stack = np.empty(2 * big + 4, np.int64)
+        self.bpe.grow(big)
         self.tok_starts = np.empty(big, np.int64)
         self.tok_ends = np.empty(big, np.int64)
         self.cap = cap
@@ -78,15 +72,11 @@ class FusedSentencePiece(FusedBPE):
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
-        n_docs = doc_starts.shape[0]
-        lengths = doc_ends - doc_starts
-        longest = int(lengths.max()) if n_docs else 0
-        total = int(lengths.sum()) if n_docs else 0
+        n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
         ws = self._scratch(longest)
         m = self.model
-        rev_left = getattr(ws, "rev_left", None)
-        if rev_left is None or rev_left.shape[0] != m.token_flags.shape[0]:
-            rev_left = ws.rev_left = np.full(m.token_flags.shape[0], -1, np.int32)
+        bpe = ws.bpe
+        rev_left = bpe.rev_left(m.token_flags.shape[0])
         tok = self.tok
         raw = tok._match_all if parse_special else tok._match_plain
         ud = tok._match_all_norm if parse_special else tok._match_plain_norm
@@ -102,7 +92,7 @@ class FusedSentencePiece(FusedBPE):
             ws.norm_buf, ws.norm_align, ws.one_start, ws.one_end,
             v.blob, v.offsets, v.table, m.byte_ids, m.merge_rank, p.keys, p.ranks, p.merged,
             m.flags, m.unk_id, m.max_len,
-            ws.ws_start, ws.ws_end, ws.ws_id, ws.ws_rank, ws.ws_prev, ws.ws_next, ws.heap,
-            m.token_flags, rev_left, m.touched, ws.bpe_stack, m.unsafe_prev,
+            bpe.start, bpe.end, bpe.id, bpe.rank, bpe.prev, bpe.next, bpe.heap,
+            m.token_flags, rev_left, m.touched, bpe.stack, m.unsafe_prev,
             ws.tok_starts, ws.tok_ends, out_ids, doc_out_end)
         return out_ids[:n], doc_out_end
