@@ -224,14 +224,17 @@ class Tokenizer:
                 s_parts.append(b)
                 e_parts.append(c)
             ids_parts.append(np.asarray([tid], np.int32))
-            s_parts.append(np.asarray([s], np.int64))
-            e_parts.append(np.asarray([e], np.int64))
+            if want_spans:
+                s_parts.append(np.asarray([s], np.int64))
+                e_parts.append(np.asarray([e], np.int64))
             pos = e
         if pos < buf.shape[0]:
             a, b, c = self._encode_segment(buf, pos, buf.shape[0], parse_special, want_spans)
             ids_parts.append(a)
             s_parts.append(b)
             e_parts.append(c)
+        if not want_spans:
+            return np.concatenate(ids_parts), None, None
         return np.concatenate(ids_parts), np.concatenate(s_parts), np.concatenate(e_parts)
 
     def _encode_segment(self, buf: np.ndarray, start: int, end: int, parse_special: bool, want_spans: bool):
@@ -241,28 +244,30 @@ class Tokenizer:
             seg, align = self.normalizer(seg, None)
             norm_matcher = self._match_all_norm if parse_special else self._match_plain_norm
             if not norm_matcher.empty:
-                return self._encode_normalized_with_added(seg, align, start, norm_matcher)
-        return self._encode_normalized(seg, align, start)
+                return self._encode_normalized_with_added(seg, align, start, norm_matcher, want_spans)
+        return self._encode_normalized(seg, align, start, want_spans)
 
-    def _encode_normalized_with_added(self, seg, align, offset, matcher):
+    def _encode_normalized_with_added(self, seg, align, offset, matcher, want_spans=True):
         ms, me, mids = matcher.find(seg, 0, seg.shape[0])
         if ms.shape[0] == 0:
-            return self._encode_normalized(seg, align, offset)
+            return self._encode_normalized(seg, align, offset, want_spans)
         base = np.arange(seg.shape[0] + 1, dtype=np.int64) if align is None else align
         parts = []
         pos = 0
         for s, e, tid in zip(ms.tolist(), me.tolist(), mids.tolist()):
             if s > pos:
-                parts.append(self._encode_normalized(seg[pos:s], base[pos:s + 1] - 0, offset))
+                parts.append(self._encode_normalized(seg[pos:s], base[pos:s + 1] - 0, offset, want_spans))
             parts.append((np.asarray([tid], np.int32), np.asarray([offset + base[s]], np.int64),
                           np.asarray([offset + base[e - 1] + 1], np.int64)))
             pos = e
         if pos < seg.shape[0]:
-            parts.append(self._encode_normalized(seg[pos:], base[pos:], offset))
+            parts.append(self._encode_normalized(seg[pos:], base[pos:], offset, want_spans))
+        if not want_spans:
+            return np.concatenate([p[0] for p in parts]), None, None
         return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
                 np.concatenate([p[2] for p in parts]))
 
-    def _encode_normalized(self, seg, align, offset):
+    def _encode_normalized(self, seg, align, offset, want_spans=True):
         if seg.shape[0] == 0:
             return np.zeros(0, np.int32), _EMPTY_I64, _EMPTY_I64
         pieces = Pieces.whole(seg, align)
@@ -270,6 +275,8 @@ class Tokenizer:
             pieces.origin = offset
             pieces = self.pre_tokenizer(pieces)
         ids, ts, te = self.model.encode_pieces(pieces.buf, pieces.starts, pieces.ends, self._workspace())
+        if not want_spans:  # encode() and batches: the mapping back to the source text is not needed
+            return ids, None, None
         if pieces.align is not None:
             # HF aligns each normalized character with its source character, so a token ends inside
             # the source of its last byte: bytes the normalizer inserted or deleted after it (BERT's
