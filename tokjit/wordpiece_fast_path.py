@@ -12,8 +12,10 @@ import threading
 
 import numpy as np
 
+from .compile import TokenTable
 from .fast_path import FusedBPE
 from .kernels.wordpiece_fused import STATUS_OK, STATUS_OUT_FULL, encode_docs_wordpiece
+from .models import model_mask
 from .wordpiece import BertNormalizer, BertPreTokenizer, WhitespaceSplit, WordPieceModel
 
 _PRE_TOKENIZERS = (BertPreTokenizer, WhitespaceSplit)
@@ -68,6 +70,12 @@ class FusedWordPiece(FusedBPE):
         self.normalizer: BertNormalizer = tok.normalizer
         self.isolate_punct = bool(tok.pre_tokenizer.isolate_punct)
         self.expansion = np.int64(self.normalizer.tables.expansion)
+        # the whole-word shortcut holds when a word's first token is matched from the trie root and
+        # cannot be empty (HF); llama.cpp's WPM flavour keeps the plain walk
+        m = self.model
+        self.whole_words = bool(m.word_node == 0 and m.word_node_token < 0)
+        self.vocab = TokenTable.build(tok.spec.tokens, model_mask(tok.spec))
+        self.max_token_len = np.int64(self.vocab.max_len)
         self._local = threading.local()
 
     def _scratch(self, longest: int) -> _Scratch:
@@ -93,6 +101,7 @@ class FusedWordPiece(FusedBPE):
         doc_out_end = np.zeros(n_docs, np.int64)
         status = np.zeros(1, np.int64)
         edges = m.trie.edges
+        v = self.vocab
         extra: dict[int, np.ndarray] = {}
         d = 0
         while d < n_docs:
@@ -107,8 +116,8 @@ class FusedWordPiece(FusedBPE):
                 ws.norm_buf, ws.norm_align, self.isolate_punct, ws.one_start, ws.one_end,
                 ws.piece_starts, ws.piece_ends,
                 edges, m.word_row, m.word_node, m.word_node_token, m.cont_row, m.cont_node, m.unk_id,
-                m.max_chars, ws.tok_starts, ws.tok_ends, out_ids, out_pos, doc_out_end, self.expansion,
-                status)
+                m.max_chars, self.whole_words, v.blob, v.offsets, v.table, self.max_token_len,
+                ws.tok_starts, ws.tok_ends, out_ids, out_pos, doc_out_end, self.expansion, status)
             if d >= n_docs or status[0] == STATUS_OK:
                 break
             if status[0] == STATUS_OUT_FULL:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from numba import njit
 
 from ..added_tokens import find_added_tokens
+from .lookup import lookup_bytes
 from .wordpiece import bert_normalize, bert_pre_tokenize, wordpiece_encode
 
 STATUS_OK = 0
@@ -29,6 +30,7 @@ def encode_docs_wordpiece(buf, doc_starts, doc_ends, first_doc, last_doc,
                           norm_opts, run_cp, run_src, run_ccc, norm_buf, norm_align,
                           isolate_punct, one_start, one_end, piece_starts, piece_ends,
                           edges, word_row, word_node, word_node_token, cont_row, cont_node, unk_id, max_chars,
+                          whole_words, tok_blob, tok_offsets, tok_table, max_token_len,
                           tok_starts, tok_ends, out_ids, out_pos, doc_out_end, expansion, status):
     """Encode documents ``first_doc..last_doc-1``; returns the index of the first document not
     finished (``last_doc`` when all are done) and sets ``status[0]``: ``STATUS_OUT_FULL`` (grow
@@ -38,7 +40,9 @@ def encode_docs_wordpiece(buf, doc_starts, doc_ends, first_doc, last_doc,
     Per document: leftmost-longest raw added tokens (trie ``at_*``); every text segment between them
     is normalized (``bert_normalize``), normalized added tokens are matched in the result (trie
     ``nt_*``), and each gap between those is pre-tokenized (``bert_pre_tokenize``) and encoded
-    (``wordpiece_encode``). A document stops early when a combining run outgrows ``run_*`` or a word
+    (``wordpiece_encode``); with ``whole_words`` (HF's flavour: first tokens matched from the root,
+    never empty) a word that is itself a vocabulary entry (hash table ``tok_*``, the ids the trie
+    holds) is emitted in one lookup instead of a trie walk of cache misses. A document stops early when a combining run outgrows ``run_*`` or a word
     needs the unknown token and ``unk_id`` < 0. Ids go to ``out_ids`` from ``out_pos[0]``;
     ``doc_out_end[d]`` = end of document ``d``'s ids. O(total bytes * longest token).
     Capacities (E = the normalizer's worst expansion per byte, L = longest document): ``norm_buf``,
@@ -80,14 +84,25 @@ def encode_docs_wordpiece(buf, doc_starts, doc_ends, first_doc, last_doc,
                         one_end[0] = gap_end
                         n_p = bert_pre_tokenize(norm_buf, one_start, one_end, 1, flags, isolate_punct,
                                                 piece_starts, piece_ends)
-                        n_ids = wordpiece_encode(norm_buf, piece_starts, piece_ends, n_p, edges, word_row,
-                                                 word_node, word_node_token, cont_row, cont_node, unk_id,
-                                                 max_chars, out_ids[n_out:], tok_starts, tok_ends)
-                        if n_ids < 0:
-                            status[0] = STATUS_STAGED
-                            out_pos[0] = doc_begin
-                            return d
-                        n_out += n_ids
+                        for p in range(n_p):
+                            ps = piece_starts[p]
+                            pe = piece_ends[p]
+                            # most words are one vocabulary entry: that entry is the longest match
+                            if whole_words and pe - ps <= max_token_len and pe - ps <= max_chars:
+                                tid = lookup_bytes(norm_buf, ps, pe, tok_blob, tok_offsets, tok_table)
+                                if tid >= 0:
+                                    out_ids[n_out] = tid
+                                    n_out += 1
+                                    continue
+                            n_ids = wordpiece_encode(norm_buf, piece_starts[p:p + 1], piece_ends[p:p + 1], 1,
+                                                     edges, word_row, word_node, word_node_token, cont_row,
+                                                     cont_node, unk_id, max_chars, out_ids[n_out:],
+                                                     tok_starts, tok_ends)
+                            if n_ids < 0:
+                                status[0] = STATUS_STAGED
+                                out_pos[0] = doc_begin
+                                return d
+                            n_out += n_ids
                     if u < n_nt:
                         out_ids[n_out] = nt_ids[u]
                         n_out += 1
