@@ -121,3 +121,33 @@ def test_added_token_flags_match_hf(base_doc, tmp_path):
     got = ours.encode_batch(texts, parse_special=True)
     bad = [(t, a, b) for t, a, b in zip(texts, got, expected) if a != b]
     assert not bad, f"{len(bad)} differ; first {bad[0]!r}"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("normalizer", [
+    {"type": "Lowercase"},
+    {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "StripAccents"}, {"type": "Lowercase"}]},
+    {"type": "NFKC"},
+])
+def test_normalized_added_tokens_match_by_normalized_content(base_doc, tmp_path, normalizer):
+    """HF matches a normalized=True added token by its content after normalization."""
+    import random
+
+    extra = [{"id": 0, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": True,
+              "special": sp} for c, sp in [("Café", False), ("ÉCOLE", True), ("naïve", False)]]
+    doc = dict(base_doc, added_tokens=base_doc["added_tokens"] + extra, normalizer=normalizer)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    for tok in extra:
+        tok["id"] = ref.token_to_id(tok["content"])
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ours = tokjit.load(path)
+    rng = random.Random(3)
+    parts = ["Café", "café", "CAFÉ", "école", "ÉCOLE", "naïve", "NAÏVE", "naive", " ", "x", "\u0301"]
+    texts = ["".join(rng.choice(parts) for _ in range(rng.randint(1, 8))) for _ in range(1500)]
+    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    got = ours.encode_batch(texts, parse_special=True)
+    bad = [(t, a, b) for t, a, b in zip(texts, got, expected) if a != b]
+    assert not bad, f"{len(bad)} differ; first {bad[0]!r}"

@@ -3,6 +3,7 @@ and decode, over one compiled :class:`~tokjit.spec.TokenizerSpec`."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -83,6 +84,10 @@ class Tokenizer:
         # tokens flagged "normalized" match the normalized text; without a normalizer that is the raw text
         raw = [t for t in added if not t.normalized or self.normalizer is None]
         norm = [t for t in added if t.normalized and self.normalizer is not None]
+        if norm and spec.source.get("format") == "tokenizer.json":
+            # HF matches a normalized added token by its normalized content ("Café" under Lowercase
+            # matches "café")
+            norm = [dataclasses.replace(t, content=self._normalize_text(t.content)) for t in norm]
         self._match_all = AddedTokenMatcher(raw)
         self._match_plain = AddedTokenMatcher([t for t in raw if not t.special])
         self._match_all_norm = AddedTokenMatcher(norm)
@@ -96,6 +101,10 @@ class Tokenizer:
         self._special_ids[: len(types)] |= (types == TokenType.CONTROL)
         self._decode_blob, self._decode_offsets = self._build_decode_table()
         self._fused = fused_path_for(self)
+
+    def _normalize_text(self, text: str) -> str:
+        buf, _ = self.normalizer(np.frombuffer(text.encode("utf-8"), np.uint8), None)
+        return buf.tobytes().decode("utf-8")
 
     # ==============================================================================================
     # Encoding
