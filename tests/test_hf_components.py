@@ -92,35 +92,41 @@ def test_normalizer_variant_matches_hf(base_doc, texts, tmp_path, name):
     compare(tmp_path, dict(base_doc, normalizer=NORMALIZERS[name]), texts)
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
-def test_added_token_flags_match_hf(base_doc, tmp_path):
-    """lstrip / rstrip / single_word / normalized / special added tokens, under a Lowercase
-    normalizer, on random mixtures of the tokens, Unicode whitespace and word characters."""
+def compare_with_added_tokens(base_doc, tmp_path, extra, normalizer, parts, n_texts, seed):
+    """Add ``extra`` tokens to the real cl100k JSON under ``normalizer`` and compare with HF on random
+    mixtures of ``parts``. HF assigns added-token ids itself, so the file is written again with the
+    ids it chose before both libraries load it."""
     import random
 
-    flags = [("<mask>", True, False, False, False, True), ("<sep>", False, True, False, False, True),
-             ("cat", False, False, True, False, False), ("dog", True, True, False, True, False),
-             ("<|x|>", True, True, True, False, True)]
-    extra = [{"id": 0, "content": c, "lstrip": ls, "rstrip": rs, "single_word": sw, "normalized": nm,
-              "special": sp} for c, ls, rs, sw, nm, sp in flags]
-    doc = dict(base_doc, added_tokens=base_doc["added_tokens"] + extra, normalizer={"type": "Lowercase"})
+    doc = dict(base_doc, added_tokens=base_doc["added_tokens"] + extra, normalizer=normalizer)
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
-    # HF assigns ids to added tokens itself; write the file again with the ids it chose
     ref = tokenizers.Tokenizer.from_file(str(path))
     for tok in extra:
         tok["id"] = ref.token_to_id(tok["content"])
     path.write_text(json.dumps(doc), encoding="utf-8")
     ref = tokenizers.Tokenizer.from_file(str(path))
     ours = tokjit.load(path)
-    rng = random.Random(7)
-    parts = ["<mask>", "<sep>", "cat", "dog", "DOG", "<|x|>", " ", "  ", "\u3000", "\t", "\n", "a", "concat",
-             "cats", "é", "_", "1", ".", "x<|x|>y", "\u0301", "\u2003"]
-    texts = ["".join(rng.choice(parts) for _ in range(rng.randint(1, 12))) for _ in range(2000)]
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice(parts) for _ in range(rng.randint(1, 12))) for _ in range(n_texts)]
     expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
     got = ours.encode_batch(texts, parse_special=True)
     bad = [(t, a, b) for t, a, b in zip(texts, got, expected) if a != b]
     assert not bad, f"{len(bad)} differ; first {bad[0]!r}"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+def test_added_token_flags_match_hf(base_doc, tmp_path):
+    """lstrip / rstrip / single_word / normalized / special added tokens, under a Lowercase
+    normalizer, on random mixtures of the tokens, Unicode whitespace and word characters."""
+    flags = [("<mask>", True, False, False, False, True), ("<sep>", False, True, False, False, True),
+             ("cat", False, False, True, False, False), ("dog", True, True, False, True, False),
+             ("<|x|>", True, True, True, False, True)]
+    extra = [{"id": 0, "content": c, "lstrip": ls, "rstrip": rs, "single_word": sw, "normalized": nm,
+              "special": sp} for c, ls, rs, sw, nm, sp in flags]
+    parts = ["<mask>", "<sep>", "cat", "dog", "DOG", "<|x|>", " ", "  ", "\u3000", "\t", "\n", "a", "concat",
+             "cats", "é", "_", "1", ".", "x<|x|>y", "\u0301", "\u2003"]
+    compare_with_added_tokens(base_doc, tmp_path, extra, {"type": "Lowercase"}, parts, 2000, seed=7)
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
@@ -131,23 +137,7 @@ def test_added_token_flags_match_hf(base_doc, tmp_path):
 ])
 def test_normalized_added_tokens_match_by_normalized_content(base_doc, tmp_path, normalizer):
     """HF matches a normalized=True added token by its content after normalization."""
-    import random
-
     extra = [{"id": 0, "content": c, "single_word": False, "lstrip": False, "rstrip": False, "normalized": True,
               "special": sp} for c, sp in [("Café", False), ("ÉCOLE", True), ("naïve", False)]]
-    doc = dict(base_doc, added_tokens=base_doc["added_tokens"] + extra, normalizer=normalizer)
-    path = tmp_path / "tokenizer.json"
-    path.write_text(json.dumps(doc), encoding="utf-8")
-    ref = tokenizers.Tokenizer.from_file(str(path))
-    for tok in extra:
-        tok["id"] = ref.token_to_id(tok["content"])
-    path.write_text(json.dumps(doc), encoding="utf-8")
-    ref = tokenizers.Tokenizer.from_file(str(path))
-    ours = tokjit.load(path)
-    rng = random.Random(3)
     parts = ["Café", "café", "CAFÉ", "école", "ÉCOLE", "naïve", "NAÏVE", "naive", " ", "x", "\u0301"]
-    texts = ["".join(rng.choice(parts) for _ in range(rng.randint(1, 8))) for _ in range(1500)]
-    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
-    got = ours.encode_batch(texts, parse_special=True)
-    bad = [(t, a, b) for t, a, b in zip(texts, got, expected) if a != b]
-    assert not bad, f"{len(bad)} differ; first {bad[0]!r}"
+    compare_with_added_tokens(base_doc, tmp_path, extra, normalizer, parts, 1500, seed=3)
