@@ -380,23 +380,8 @@ class Metaspace:
         return Pieces(out_buf[:m], out_s[:k], out_e[:k], out_align[:m + 1], pieces.origin)
 
 
-# Rust ``char::is_whitespace`` (Unicode White_Space), which HF uses; Python's ``str.isspace`` differs
-WHITE_SPACE_CLASS = ("[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f"
-                     "\u205f\u3000]")
-
-
-class WhitespaceSplit:
-    """HF ``WhitespaceSplit``: split on Unicode whitespace, which is removed."""
-
-    def __init__(self, config: dict):
-        self.find = RegexSplitter(WHITE_SPACE_CLASS + "+").find
-
-    def __call__(self, pieces: Pieces) -> Pieces:
-        return split_pieces(pieces, self.find, BEHAVIORS["Removed"], False)
-
-
 register_pre_tokenizer("Metaspace")(Metaspace)
-register_pre_tokenizer("WhitespaceSplit")(WhitespaceSplit)
+# WhitespaceSplit (HF semantics, as a kernel) is registered by tokjit.wordpiece
 
 
 # --------------------------------------------------------------------------------------------------

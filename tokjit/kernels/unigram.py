@@ -59,6 +59,18 @@ def trie_child(keys, children, node, byte):
         h = (h + 1) & mask
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _common_prefix(blob, offsets, a, b):
+    """Length of the common prefix of keys ``a`` and ``b``."""
+    sa = offsets[a]
+    sb = offsets[b]
+    limit = min(offsets[a + 1] - sa, offsets[b + 1] - sb)
+    n = 0
+    while n < limit and blob[sa + n] == blob[sb + n]:
+        n += 1
+    return n
+
+
 @njit(cache=True, nogil=True)
 def count_trie_nodes(blob, offsets, order, n_keys):
     """Number of trie nodes (root included) for keys visited in sorted ``order``: 1 + sum of each key's
@@ -69,13 +81,7 @@ def count_trie_nodes(blob, offsets, order, n_keys):
         t = order[r]
         s = offsets[t]
         length = offsets[t + 1] - s
-        lcp = 0
-        if prev >= 0:
-            ps = offsets[prev]
-            plen = offsets[prev + 1] - ps
-            limit = min(length, plen)
-            while lcp < limit and blob[s + lcp] == blob[ps + lcp]:
-                lcp += 1
+        lcp = _common_prefix(blob, offsets, prev, t) if prev >= 0 else 0
         nodes += length - lcp
         prev = t
     return nodes
@@ -94,13 +100,7 @@ def build_trie(blob, offsets, order, n_keys, values, max_len, keys, children, no
         t = order[r]
         s = offsets[t]
         length = offsets[t + 1] - s
-        lcp = 0
-        if prev >= 0:
-            ps = offsets[prev]
-            plen = offsets[prev + 1] - ps
-            limit = min(length, plen)
-            while lcp < limit and blob[s + lcp] == blob[ps + lcp]:
-                lcp += 1
+        lcp = _common_prefix(blob, offsets, prev, t) if prev >= 0 else 0
         for d in range(lcp, length):
             node = n_nodes
             n_nodes += 1
