@@ -23,11 +23,6 @@ from tokjit.kernels import charsmap as charsmap_kernel
 tokenizers = pytest.importorskip("tokenizers")
 spm = pytest.importorskip("sentencepiece")
 
-# tokjit's float32 path sums match sentencepiece 0.2.3 exactly while |path score| < 2**18; every long
-# code document that differs first diverges just past that magnitude (botchan: 263k-683k), where
-# sentencepiece separates candidates float32 rounds to a tie. Neither all-float64 nor the 2025 source's
-# float-stored/double-compared rule fits both regimes, so the .model sample stays below this length.
-SPM_MAX_CHARS = 20_000
 
 
 def _hf(shared, name):
@@ -161,7 +156,7 @@ def test_sentencepiece_parity(shared, rel):
     path = shared / "data" / rel
     ref = spm.SentencePieceProcessor(model_file=str(path))
     tok = tokjit.load(path)
-    texts = [t for t in corpus_lines(limit_per_file=1000) if len(t) <= SPM_MAX_CHARS]
+    texts = corpus_lines(limit_per_file=1000)
     expected = ref.encode(texts)
     got = tok.encode_batch(texts)
     assert _mismatches(expected, got, texts) == []
@@ -176,6 +171,67 @@ def test_sentencepiece_decode_every_id(shared, rel):
     tok = tokjit.load(path)
     for i in range(ref.get_piece_size()):
         assert tok.decode([i]) == ref.decode([i]), i
+
+
+def _edited_t5(shared, tmp_path, edit, name):
+    pb = pytest.importorskip("sentencepiece.sentencepiece_model_pb2")
+    proto = pb.ModelProto()
+    proto.ParseFromString((shared / "data" / "hf" / "t5" / "spiece.model").read_bytes())
+    edit(proto, pb)
+    path = tmp_path / f"{name}.model"
+    path.write_bytes(proto.SerializeToString())
+    return str(path)
+
+
+def _set_type(proto, pieces, kind):
+    for piece in pieces:
+        existing = [p for p in proto.pieces if p.piece == piece]
+        if existing:
+            existing[0].type = kind
+        else:
+            proto.pieces.add(piece=piece, score=0.0, type=kind)
+
+
+def _unigram_user_defined(proto, pb):
+    # in the vocabulary already and new ones, of several lengths: their score is 0.1 * (bytes - 1)
+    _set_type(proto, ["▁the", "ing", "s", "<mask>", "foo bar", "@@", "▁▁", "xyz"],
+              pb.ModelProto.SentencePiece.USER_DEFINED)
+
+
+def _unigram_unused(proto, pb):
+    _set_type(proto, ["▁the", "ing", "▁a", "s", "▁", "e"], pb.ModelProto.SentencePiece.UNUSED)
+
+
+def _unigram_byte_fallback(proto, pb):
+    proto.trainer_spec.byte_fallback = True
+    for b in range(256):
+        proto.pieces.add(piece=f"<0x{b:02X}>", score=0.0, type=pb.ModelProto.SentencePiece.BYTE)
+
+
+def _unigram_no_dummy_keep_spaces(proto, pb):
+    proto.normalizer_spec.add_dummy_prefix = False
+    proto.normalizer_spec.remove_extra_whitespaces = False
+
+
+UNIGRAM_VARIANTS = {"user_defined": _unigram_user_defined, "unused": _unigram_unused,
+                    "byte_fallback": _unigram_byte_fallback, "no_dummy_keep_spaces": _unigram_no_dummy_keep_spaces}
+
+
+@pytest.mark.parametrize("variant", list(UNIGRAM_VARIANTS))
+def test_sentencepiece_unigram_variants(shared, tmp_path, variant):
+    """t5's model with edited piece types / flags, against sentencepiece on a sample including the long
+    code documents (path scores past sentencepiece's 1e5 rebase threshold)."""
+    path = _edited_t5(shared, tmp_path, UNIGRAM_VARIANTS[variant], variant)
+    ref = spm.SentencePieceProcessor(model_file=path)
+    tok = tokjit.load(path)
+    texts = corpus_lines(limit_per_file=80, step=13) + [t for t in corpus_lines(limit_per_file=400)
+                                                        if len(t) > 20_000][:6] + [
+        "  leading and trailing  ", "<mask> x<mask>y", "foo bar foo  bar", "@@@@", "xyzxyz xy", "",
+        "▁", " ▁ ", "the theatre thethe singing", "\U0001F600 \u6f22\u5b57 \x00\x01"]
+    expected = ref.encode(texts)
+    got = tok.encode_batch(texts)
+    assert _mismatches(expected, got, texts) == []
+    assert [tok.decode(x) for x in expected[:200]] == ref.decode(expected[:200])
 
 
 # ---------------------------------------------------------------------------------------------------

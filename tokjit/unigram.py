@@ -21,7 +21,6 @@ from .spec import TokenizerSpec, TokenType
 ARITHMETIC = {"sentencepiece": kernel.ARITH_SPM, "hf": kernel.ARITH_HF, "llamacpp": kernel.ARITH_LLAMACPP}
 UNK_PENALTY = 10.0  # sentencepiece kUnkPenalty / tokenizers K_UNK_PENALTY
 FLT_MAX = np.finfo(np.float32).max
-FLT_MIN = np.finfo(np.float32).tiny
 
 
 class VocabTrie:
@@ -102,11 +101,9 @@ class UnigramModel:
             self.id_flags[:n][user] = kernel.ID_USER_DEFINED
             matchable = normal | user  # UNUSED pieces sit in sentencepiece's trie but are skipped
             scores32 = scores.astype(np.float32)
-            # sentencepiece starts from FLT_MAX / FLT_MIN (the smallest positive float, not -FLT_MAX)
+            # sentencepiece starts its minimum from FLT_MAX
             min_score = np.float32(min(FLT_MAX, scores32[normal].min())) if normal.any() else np.float32(FLT_MAX)
-            max_score = np.float32(max(FLT_MIN, scores32[normal].max())) if normal.any() else np.float32(FLT_MIN)
             self.unk_score = np.float64(np.float32(min_score - np.float32(UNK_PENALTY)))
-            self.max_score = np.float64(max_score)
             self.scores = scores32.astype(np.float64)
             for i, tok in enumerate(spec.tokens):
                 index.setdefault(tok, i)
@@ -117,7 +114,6 @@ class UnigramModel:
             scores32 = scores.astype(np.float32)
             min_score = np.float32(min(FLT_MAX, scores32[normal].min())) if normal.any() else np.float32(FLT_MAX)
             self.unk_score = np.float64(np.float32(min_score - np.float32(UNK_PENALTY)))
-            self.max_score = np.float64(0.0)
             self.scores = scores.copy()
             self.scores[:n][mask & (types == TokenType.USER_DEFINED)] = 0.0
             for i in np.flatnonzero(mask).tolist():
@@ -125,7 +121,6 @@ class UnigramModel:
         else:
             matchable = mask
             self.unk_score = np.float64(scores[mask].min() - UNK_PENALTY) if mask.any() else np.float64(0.0)
-            self.max_score = np.float64(0.0)
             self.scores = scores
             for i in np.flatnonzero(mask).tolist():
                 index[spec.tokens[i]] = i  # last one wins, like HF's token -> id map
@@ -150,7 +145,7 @@ class UnigramModel:
         n = kernel.unigram_encode(
             buf, starts, ends, np.int64(starts.shape[0]), t.da,
             self.scores, self.id_flags, self.byte_ids, self.arith, self.unk_id, self.unk_score,
-            self.max_score, self.byte_fallback,
+            self.byte_fallback,
             out_ids, out_starts, out_ends, ws.rank.view(np.float64), ws.start, ws.id, ws.prev, ws.next)
         if n == kernel.MISSING_UNK:
             raise InputError("the text contains a character this Unigram model has no piece for, and the "

@@ -13,10 +13,11 @@ Both references run the same "optimized" Viterbi (best path ending at each byte 
 generated on the fly) but with different arithmetic, and ties (equal path scores) are common enough
 that the arithmetic decides ids:
 
-* ``ARITH_SPM`` (sentencepiece ``unigram_model.cc`` ``EncodeOptimized``): path scores are stored as
-  float32; a piece's candidate is computed in double (``score + best``, the user-defined bonus
-  ``length * max_score - 0.1`` makes the expression double) and compared in double against the stored
-  float; the unknown candidate is a float32 sum compared in float32.
+* ``ARITH_SPM`` (sentencepiece 0.2.3 ``unigram_model.cc`` ``EncodeOptimized``): everything in float32.
+  A user-defined piece of ``length`` bytes scores ``0.1 * (length - 1)``. Whenever the path score at
+  the current start leaves [-1e5, 1e5], it is subtracted from every reached entry from there to the
+  furthest end seen so far (the "score reset"): that keeps float32 precise on long texts, and which
+  candidates tie afterwards depends on it, so it is replayed exactly.
 * ``ARITH_HF`` (tokenizers ``models/unigram/model.rs``): everything in float64.
 
 In both a candidate replaces the stored best only when strictly greater, so the earliest start wins ties.
@@ -31,6 +32,9 @@ ARITH_SPM = 0
 ARITH_HF = 1
 # llama.cpp UGM: float64 sums like HF, but a fused run of unknowns is never looked up in the vocabulary
 ARITH_LLAMACPP = 2
+
+# sentencepiece rebases path scores once they leave [-1e5, 1e5] (kScoreResetThreshold)
+SPM_SCORE_RESET = 100000.0
 
 # per-id flags
 ID_USER_DEFINED = 1
@@ -230,18 +234,25 @@ def _char_len(b0):
 
 @njit(cache=True, nogil=True)
 def _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id, unk_score,
-             max_score, best_score, best_start, best_id):
+             best_score, best_start, best_id):
     """Best path over ``buf[s:e]``; fills ``best_*[k]`` for byte offsets k = 0..e-s (relative)."""
     size = e - s
     for k in range(size + 1):
         best_start[k] = -1
         best_id[k] = -1
         best_score[k] = 0.0
+    spm = arith == ARITH_SPM
     unk_score32 = np.float32(unk_score)
-    max_score32 = np.float32(max_score)
+    frontier = 0
     pos = 0
     while pos < size:
         here = best_score[pos]
+        if spm and (here < -SPM_SCORE_RESET or here > SPM_SCORE_RESET):
+            offset = np.float32(here)
+            for i in range(pos, frontier + 1):
+                if i == pos or best_start[i] != -1:
+                    best_score[i] = np.float64(np.float32(best_score[i]) - offset)
+            here = 0.0
         here32 = np.float32(here)
         mblen = _char_len(buf[s + pos])
         if mblen > size - pos:
@@ -258,9 +269,11 @@ def _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id, unk_score,
             if tid < 0:
                 continue
             length = k - pos
-            if arith == ARITH_SPM:
+            if k > frontier:
+                frontier = k
+            if spm:
                 if id_flags[tid] & ID_USER_DEFINED:
-                    score32 = np.float32(np.float64(np.float32(length) * max_score32) - 0.1)
+                    score32 = np.float32(0.1 * (length - 1))
                 else:
                     score32 = np.float32(scores[tid])
                 cand32 = score32 + here32
@@ -278,7 +291,9 @@ def _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id, unk_score,
                 has_single = True
         if not has_single:
             k = pos + mblen
-            if arith == ARITH_SPM:
+            if k > frontier:
+                frontier = k
+            if spm:
                 cand32 = unk_score32 + here32
                 if best_start[k] == -1 or cand32 > np.float32(best_score[k]):
                     best_score[k] = np.float64(cand32)
@@ -305,7 +320,7 @@ def _exact_id(buf, s, e, da):
 
 @njit(cache=True, nogil=True)
 def unigram_encode(buf, starts, ends, n_pieces, da, scores, id_flags, byte_ids,
-                   arith, unk_id, unk_score, max_score, byte_fallback,
+                   arith, unk_id, unk_score, byte_fallback,
                    out_ids, out_starts, out_ends, best_score, best_start, best_id, path_start, path_end):
     """Encode each piece ``buf[starts[i]:ends[i]]`` by Viterbi; append ids and byte spans to ``out_*``.
 
@@ -326,10 +341,10 @@ def unigram_encode(buf, starts, ends, n_pieces, da, scores, id_flags, byte_ids,
         if unk_id < 0:
             # the reference fails only when the unknown node is actually needed; find out first
             _viterbi(buf, s, e, da, scores, id_flags, arith, np.int64(-2),
-                     unk_score, max_score, best_score, best_start, best_id)
+                     unk_score, best_score, best_start, best_id)
         else:
             _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id,
-                     unk_score, max_score, best_score, best_start, best_id)
+                     unk_score, best_score, best_start, best_id)
         # backtrack into path_* (reversed)
         n_path = 0
         k = e - s

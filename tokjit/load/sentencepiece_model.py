@@ -10,8 +10,10 @@ What the spec describes is ``SentencePieceProcessor.encode`` / ``decode`` of the
 
 * normalizer ``SentencePieceNormalizer`` (charsmap, dummy prefix, whitespace collapsing, U+2581);
 * model ``BPE`` with ``merge_rule="scores"`` (sentencepiece ``bpe_model.cc``) or ``Unigram``;
-* USER_DEFINED pieces as non-special added tokens matched in the normalized text (sentencepiece
-  matches them before its model runs and never merges across them);
+* USER_DEFINED pieces escape the charsmap in the normalizer. For BPE they are non-special added
+  tokens matched in the normalized text (``bpe_model.cc`` makes them atomic symbols and never merges
+  across them); for Unigram they stay in the Viterbi trie, where sentencepiece 0.2.3 scores one of
+  ``length`` bytes ``0.1 * (length - 1)``, so a better-scoring path may still cut through one;
 * CONTROL and UNKNOWN pieces as special added tokens. sentencepiece itself never matches control
   text, which is tokjit's default (``parse_special=False``); ``parse_special=True`` matches them by
   their piece text in the raw input, as llama.cpp and HF's converted tokenizers do, and then every
@@ -296,7 +298,8 @@ def load_sentencepiece(path, data: bytes) -> TokenizerSpec:
         t = types[i]
         if t == TokenType.USER_DEFINED:
             user_defined.append(strings[i])
-            added.append(AddedToken(strings[i], i, special=False, normalized=True))
+            if model_type == "BPE":
+                added.append(AddedToken(strings[i], i, special=False, normalized=True))
         elif t in (TokenType.CONTROL, TokenType.UNKNOWN):
             added.append(AddedToken(strings[i], i, special=True, normalized=False))
 
