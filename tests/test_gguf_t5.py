@@ -3,8 +3,7 @@ scores, types, precompiled charsmap, whitespace flags), checked against ``senten
 
 There are no llama.cpp vectors for UGM here; sentencepiece is the tokenizer llama.cpp's UGM mirrors.
 Known differences that this sample does not hit: llama.cpp sums path scores in double (sentencepiece in
-float32), and with remove_extra_whitespaces but no dummy prefix llama.cpp still puts a space before the
-first word. Sample: the first 150 texts of each corpus file plus all edge cases (CI time budget).
+float32, rebased past 1e5). Sample: the first 150 texts of each corpus file plus all edge cases (CI time budget).
 """
 
 from __future__ import annotations

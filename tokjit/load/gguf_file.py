@@ -507,7 +507,9 @@ def _t5(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
     remove_extra = meta.boolean("tokenizer.ggml.remove_extra_whitespaces", False)
     model = {"type": "Unigram", "unk_id": ids["unk"], "byte_fallback": False, "arithmetic": "llamacpp"}
     normalizer = {"type": "SentencePieceNormalizer", "precompiled_charsmap": blob,
-                  "add_dummy_prefix": add_space_prefix, "remove_extra_whitespaces": remove_extra,
+                  # llama.cpp's merge mode puts a space before every word, the first one included
+                  # even when add_space_prefix is off
+                  "add_dummy_prefix": add_space_prefix or remove_extra, "remove_extra_whitespaces": remove_extra,
                   "escape_whitespaces": True, "treat_whitespace_as_suffix": False,
                   "user_defined": [s for s, t in zip(strings, types.tolist()) if t == TokenType.USER_DEFINED]}
     mask = (types == TokenType.NORMAL) | (types == TokenType.USER_DEFINED) | (types == TokenType.UNUSED)
