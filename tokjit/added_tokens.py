@@ -1,10 +1,14 @@
 """Splitting added / special tokens out of the text before the model sees it.
 
-All references scan for the leftmost match and take the longest token there (HF ``AddedVocabulary``
-uses a leftmost-longest Aho-Corasick automaton; tiktoken's special regex and llama.cpp's
-``tokenizer_st_partition`` give the same result for token sets in real vocabularies). The tokens are
-compiled into a byte trie walked by a numba kernel; lstrip / rstrip / single_word, which are rare,
-are applied to the few matches in Python.
+HF ``AddedVocabulary`` and tiktoken's special regex scan for the leftmost match and take the longest
+token there. llama.cpp's ``tokenizer_st_partition`` goes over the tokens instead, longest text first,
+each claiming all its occurrences left to right in the text not yet claimed; its lstrip / rstrip eat
+only ASCII ``isspace`` bytes. The two orders differ only when a token's proper suffix is a proper
+prefix of a token at least as long (falcon's ``>>TITLE<<`` and ``<|endoftext|>``: in
+``>>TITLE<<|endoftext|>`` llama.cpp takes ``<|endoftext|>``), so a GGUF token set with such a pair, or
+with strip flags, takes the llama.cpp partition kernel; every other set shares the leftmost-longest
+trie kernel, which the fused paths also walk. HF's lstrip / rstrip / single_word, which are rare, are
+applied to the few matches in Python.
 """
 
 from __future__ import annotations
@@ -61,10 +65,113 @@ def find_added_tokens(buf, start, end, first_byte, child_start, child_count, edg
     return n
 
 
+@njit(cache=True, nogil=True)
+def count_token_occurrences(buf, start, end, first_byte, child_start, child_count, edge_byte, edge_target,
+                            node_token):
+    """Number of (position, token) occurrences of the trie's tokens in ``buf[start:end]``. O(n * longest)."""
+    n = 0
+    for i in range(start, end):
+        if not first_byte[buf[i]]:
+            continue
+        node = 0
+        j = i
+        while j < end:
+            cs = child_start[node]
+            nxt = -1
+            for c in range(cs, cs + child_count[node]):
+                if edge_byte[c] == buf[j]:
+                    nxt = edge_target[c]
+                    break
+            if nxt < 0:
+                break
+            node = nxt
+            j += 1
+            if node_token[node] >= 0:
+                n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def list_token_occurrences(buf, start, end, first_byte, child_start, child_count, edge_byte, edge_target,
+                           node_token, token_priority, out_key, out_start, out_id):
+    """Every occurrence as ``key = priority * (n + 1) + offset`` (sorting keys orders the occurrences as
+    llama.cpp visits them: token by token, left to right), start and token id. O(n * longest)."""
+    n = 0
+    span = end - start + 1
+    for i in range(start, end):
+        if not first_byte[buf[i]]:
+            continue
+        node = 0
+        j = i
+        while j < end:
+            cs = child_start[node]
+            nxt = -1
+            for c in range(cs, cs + child_count[node]):
+                if edge_byte[c] == buf[j]:
+                    nxt = edge_target[c]
+                    break
+            if nxt < 0:
+                break
+            node = nxt
+            j += 1
+            tid = node_token[node]
+            if tid >= 0:
+                out_key[n] = token_priority[tid] * span + (i - start)
+                out_start[n] = i
+                out_id[n] = tid
+                n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _ascii_space(b):
+    return b == 32 or (9 <= b <= 13)
+
+
+@njit(cache=True, nogil=True)
+def claim_longest_first(buf, start, end, order, occ_start, occ_id, token_len, strip_flags, claimed,
+                        out_starts, out_ends, out_ids):
+    """llama.cpp ``tokenizer_st_partition``: visit occurrences in ``order`` (token priority, then
+    position); one whose bytes are all unclaimed becomes a token and claims them, then lstrip (flag 1) /
+    rstrip (flag 2) claim the unclaimed ASCII whitespace bytes next to it. Returns the number of
+    tokens, written in visiting order. O(occurrences * token length)."""
+    for i in range(end - start):
+        claimed[i] = 0
+    n = 0
+    for k in range(order.shape[0]):
+        o = order[k]
+        s = occ_start[o] - start
+        tid = occ_id[o]
+        e = s + token_len[tid]
+        free = True
+        for i in range(s, e):
+            if claimed[i]:
+                free = False
+                break
+        if not free:
+            continue
+        for i in range(s, e):
+            claimed[i] = 1
+        if strip_flags[tid] & 1:
+            while s > 0 and claimed[s - 1] == 0 and _ascii_space(buf[start + s - 1]):
+                s -= 1
+                claimed[s] = 1
+        if strip_flags[tid] & 2:
+            while e < end - start and claimed[e] == 0 and _ascii_space(buf[start + e]):
+                claimed[e] = 1
+                e += 1
+        out_starts[n] = start + s
+        out_ends[n] = start + e
+        out_ids[n] = tid
+        n += 1
+    return n
+
+
 class AddedTokenMatcher:
     """Trie over a set of added tokens (matched on the raw text)."""
 
-    def __init__(self, tokens: list[AddedToken]):
+    def __init__(self, tokens: list[AddedToken], semantics: str = "hf"):
+        """``semantics``: "hf" (leftmost-longest, Unicode whitespace for lstrip/rstrip) or "llamacpp"."""
         self.tokens = {t.id: t for t in tokens}
         children: list[dict[int, int]] = [{}]
         token_at: list[int] = [-1]
@@ -101,12 +208,29 @@ class AddedTokenMatcher:
             self.first_byte[b] = True
         self.has_flags = any(t.lstrip or t.rstrip or t.single_word for t in tokens)
         self.empty = not children[0]
+        self.longest_first = semantics == "llamacpp" and (self.has_flags or _has_overlapping_pair(tokens))
+        if self.longest_first:
+            # the fused kernels only know leftmost-longest: has_flags keeps them off this token set
+            self.has_flags = True
+            n_ids = max(self.tokens) + 1
+            self.token_len = np.zeros(n_ids, np.int64)
+            self.strip_flags = np.zeros(n_ids, np.uint8)
+            self.token_priority = np.zeros(n_ids, np.int64)
+            # llama.cpp sorts by text length, longest first (std::sort: equal lengths in no set order;
+            # here by id)
+            ranked = sorted(self.tokens.values(), key=lambda t: (-len(t.content.encode("utf-8")), t.id))
+            for rank, t in enumerate(ranked):
+                self.token_len[t.id] = len(t.content.encode("utf-8"))
+                self.strip_flags[t.id] = (1 if t.lstrip else 0) | (2 if t.rstrip else 0)
+                self.token_priority[t.id] = rank
 
     def find(self, buf: np.ndarray, start: int, end: int):
         """(starts, ends, ids) of matches in ``buf[start:end]``, honouring lstrip/rstrip/single_word."""
         if self.empty or end <= start:
             z = np.zeros(0, np.int64)
             return z, z, z
+        if self.longest_first:
+            return self._find_longest_first(buf, start, end)
         cap = end - start
         s = np.empty(cap, np.int64)
         e = np.empty(cap, np.int64)
@@ -118,6 +242,26 @@ class AddedTokenMatcher:
         if self.has_flags and n:
             s, e, ids = self._apply_flags(buf, start, end, s, e, ids)
         return s, e, ids
+
+    def _find_longest_first(self, buf, start, end):
+        trie = (self.first_byte, self.child_start, self.child_count, self.edge_byte, self.edge_target,
+                self.node_token)
+        start, end = np.int64(start), np.int64(end)
+        n_occ = count_token_occurrences(buf, start, end, *trie)
+        key = np.empty(n_occ, np.int64)
+        occ_start = np.empty(n_occ, np.int64)
+        occ_id = np.empty(n_occ, np.int64)
+        list_token_occurrences(buf, start, end, *trie, self.token_priority, key, occ_start, occ_id)
+        order = np.argsort(key, kind="stable").astype(np.int64)
+        cap = end - start
+        s = np.empty(cap, np.int64)
+        e = np.empty(cap, np.int64)
+        ids = np.empty(cap, np.int64)
+        claimed = np.empty(cap, np.uint8)
+        n = claim_longest_first(buf, start, end, order, occ_start, occ_id, self.token_len, self.strip_flags,
+                                claimed, s, e, ids)
+        by_position = np.argsort(s[:n], kind="stable")
+        return s[:n][by_position], e[:n][by_position], ids[:n][by_position]
 
     def _apply_flags(self, buf, start, end, s, e, ids):
         """HF ``AddedVocabulary::find_matches``: a single_word token must not touch a word
@@ -151,6 +295,16 @@ class AddedTokenMatcher:
             out_i.append(tid)
             prev_end = me
         return (np.asarray(out_s, np.int64), np.asarray(out_e, np.int64), np.asarray(out_i, np.int64))
+
+
+def _has_overlapping_pair(tokens: list[AddedToken]) -> bool:
+    """Whether a proper suffix of one token is a proper prefix of another at least as long."""
+    texts = {t.content.encode("utf-8") for t in tokens}
+    prefixes: dict[bytes, int] = {}
+    for t in texts:
+        for k in range(1, len(t)):
+            prefixes[t[:k]] = max(prefixes.get(t[:k], 0), len(t))
+    return any(prefixes.get(t[k:], 0) >= len(t) for t in texts for k in range(1, len(t)))
 
 
 # Unicode White_Space (Rust regex ``\s``), not Python's ``str.isspace`` (which adds U+001C..U+001F)

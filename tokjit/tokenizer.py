@@ -88,10 +88,11 @@ class Tokenizer:
             # HF matches a normalized added token by its normalized content ("Café" under Lowercase
             # matches "café")
             norm = [dataclasses.replace(t, content=self._normalize_text(t.content)) for t in norm]
-        self._match_all = AddedTokenMatcher(raw)
-        self._match_plain = AddedTokenMatcher([t for t in raw if not t.special])
-        self._match_all_norm = AddedTokenMatcher(norm)
-        self._match_plain_norm = AddedTokenMatcher([t for t in norm if not t.special])
+        semantics = "llamacpp" if spec.source.get("format") == "gguf" else "hf"
+        self._match_all = AddedTokenMatcher(raw, semantics)
+        self._match_plain = AddedTokenMatcher([t for t in raw if not t.special], semantics)
+        self._match_all_norm = AddedTokenMatcher(norm, semantics)
+        self._match_plain_norm = AddedTokenMatcher([t for t in norm if not t.special], semantics)
         self._token_to_id: dict[str, int] | None = None
         self._special_ids = np.zeros(max(len(spec.tokens), 1), np.bool_)
         for t in added:

@@ -364,20 +364,27 @@ def _added_tokens(strings: list[str], types: np.ndarray, meta: _Meta) -> list[Ad
     With parse_special=False llama.cpp still matches USER_DEFINED tokens (``special=False`` here);
     the others only with parse_special=True.
     """
+    # llama.cpp sets strip attributes by model name (one rule of this if / else-if chain applies)
     name = (meta.string("general.name") or "").lower()
-    phi3 = "phi-3" in name or "phi3" in name
+    pre = meta.string("tokenizer.ggml.pre") or ""
+    arch = meta.string("general.architecture") or ""
+    lstrip_token = None
+    phi3 = False
+    if any(k in pre for k in ("jina-v2-de", "jina-v2-es", "jina-v2-code")) or \
+            any(k in arch for k in ("nomic-bert-moe", "jina-bert-v3")):
+        lstrip_token = "<mask>"
+    elif "phi-3" in name or "phi3" in name:
+        phi3 = True
+    elif "modern-bert" in name:
+        lstrip_token = "[MASK]"
     out = []
     matchable = np.flatnonzero((types == TokenType.CONTROL) | (types == TokenType.USER_DEFINED)
                                | (types == TokenType.UNKNOWN))
     for i in matchable.tolist():
         s = strings[i]
-        rstrip = False
-        if phi3:
-            rstrip = s not in ("<unk>", "<s>", "<|endoftext|>")
-        if s == "</s>" and phi3:
-            rstrip = True
+        rstrip = phi3 and s not in ("<unk>", "<s>", "<|endoftext|>")
         out.append(AddedToken(content=s, id=i, special=types[i] != TokenType.USER_DEFINED, rstrip=rstrip,
-                              normalized=False))
+                              lstrip=s == lstrip_token, normalized=False))
     return out
 
 
