@@ -22,6 +22,16 @@ from .spec import AddedToken
 
 
 @njit(cache=True, nogil=True)
+def _trie_child(node, b, child_start, child_count, edge_byte, edge_target):
+    """The child of ``node`` along byte ``b``, or -1 (edges of a node are a contiguous run)."""
+    cs = child_start[node]
+    for c in range(cs, cs + child_count[node]):
+        if edge_byte[c] == b:
+            return edge_target[c]
+    return -1
+
+
+@njit(cache=True, nogil=True)
 def find_added_tokens(buf, start, end, first_byte, child_start, child_count, edge_byte, edge_target,
                       node_token, out_starts, out_ends, out_ids):
     """Leftmost-longest matches of the trie's tokens in ``buf[start:end]``; returns the count.
@@ -40,16 +50,9 @@ def find_added_tokens(buf, start, end, first_byte, child_start, child_count, edg
         best_end = -1
         j = i
         while j < end:
-            b = buf[j]
-            cs = child_start[node]
-            nxt = -1
-            for c in range(cs, cs + child_count[node]):
-                if edge_byte[c] == b:
-                    nxt = edge_target[c]
-                    break
-            if nxt < 0:
+            node = _trie_child(node, buf[j], child_start, child_count, edge_byte, edge_target)
+            if node < 0:
                 break
-            node = nxt
             j += 1
             if node_token[node] >= 0:
                 best_tok = node_token[node]
@@ -66,37 +69,14 @@ def find_added_tokens(buf, start, end, first_byte, child_start, child_count, edg
 
 
 @njit(cache=True, nogil=True)
-def count_token_occurrences(buf, start, end, first_byte, child_start, child_count, edge_byte, edge_target,
-                            node_token):
-    """Number of (position, token) occurrences of the trie's tokens in ``buf[start:end]``. O(n * longest)."""
+def token_occurrences(buf, start, end, first_byte, child_start, child_count, edge_byte, edge_target,
+                      node_token, token_priority, out_key, out_start, out_id):
+    """Every (position, token) occurrence of the trie's tokens in ``buf[start:end]``; returns their
+    number and writes as many as ``out_*`` hold (call once with empty arrays to size them). ``key =
+    priority * (n + 1) + offset``: sorting the keys orders the occurrences as llama.cpp visits them,
+    token by token, left to right. O(n * longest token)."""
     n = 0
-    for i in range(start, end):
-        if not first_byte[buf[i]]:
-            continue
-        node = 0
-        j = i
-        while j < end:
-            cs = child_start[node]
-            nxt = -1
-            for c in range(cs, cs + child_count[node]):
-                if edge_byte[c] == buf[j]:
-                    nxt = edge_target[c]
-                    break
-            if nxt < 0:
-                break
-            node = nxt
-            j += 1
-            if node_token[node] >= 0:
-                n += 1
-    return n
-
-
-@njit(cache=True, nogil=True)
-def list_token_occurrences(buf, start, end, first_byte, child_start, child_count, edge_byte, edge_target,
-                           node_token, token_priority, out_key, out_start, out_id):
-    """Every occurrence as ``key = priority * (n + 1) + offset`` (sorting keys orders the occurrences as
-    llama.cpp visits them: token by token, left to right), start and token id. O(n * longest)."""
-    n = 0
+    cap = out_key.shape[0]
     span = end - start + 1
     for i in range(start, end):
         if not first_byte[buf[i]]:
@@ -104,21 +84,16 @@ def list_token_occurrences(buf, start, end, first_byte, child_start, child_count
         node = 0
         j = i
         while j < end:
-            cs = child_start[node]
-            nxt = -1
-            for c in range(cs, cs + child_count[node]):
-                if edge_byte[c] == buf[j]:
-                    nxt = edge_target[c]
-                    break
-            if nxt < 0:
+            node = _trie_child(node, buf[j], child_start, child_count, edge_byte, edge_target)
+            if node < 0:
                 break
-            node = nxt
             j += 1
             tid = node_token[node]
             if tid >= 0:
-                out_key[n] = token_priority[tid] * span + (i - start)
-                out_start[n] = i
-                out_id[n] = tid
+                if n < cap:
+                    out_key[n] = token_priority[tid] * span + (i - start)
+                    out_start[n] = i
+                    out_id[n] = tid
                 n += 1
     return n
 
@@ -247,11 +222,12 @@ class AddedTokenMatcher:
         trie = (self.first_byte, self.child_start, self.child_count, self.edge_byte, self.edge_target,
                 self.node_token)
         start, end = np.int64(start), np.int64(end)
-        n_occ = count_token_occurrences(buf, start, end, *trie)
+        none = np.zeros(0, np.int64)
+        n_occ = token_occurrences(buf, start, end, *trie, self.token_priority, none, none, none)
         key = np.empty(n_occ, np.int64)
         occ_start = np.empty(n_occ, np.int64)
         occ_id = np.empty(n_occ, np.int64)
-        list_token_occurrences(buf, start, end, *trie, self.token_priority, key, occ_start, occ_id)
+        token_occurrences(buf, start, end, *trie, self.token_priority, key, occ_start, occ_id)
         order = np.argsort(key, kind="stable").astype(np.int64)
         cap = end - start
         s = np.empty(cap, np.int64)
