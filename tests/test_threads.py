@@ -113,3 +113,20 @@ def test_concurrent_batches_with_their_own_pools(shared, texts, family):
     _run_threads(worker, n=4)
     for k, got in results.items():
         assert got == serial, f"worker {k}"
+
+
+def test_batch_threads_survive_fork(texts):
+    """The batch worker threads persist between calls; a forked child (multiprocessing's default on
+    Linux, Dask/torch DataLoader workers) must get working pools, not the parent's vanished threads."""
+    import multiprocessing
+
+    tok = tokjit.get_encoding("o200k_base")
+    expected = tok.encode_batch(texts, num_threads=2)  # starts the parent's pool
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=lambda: queue.put(tok.encode_batch(texts, num_threads=2) == expected))
+    child.start()
+    try:
+        assert queue.get(timeout=120) is True
+    finally:
+        child.join(timeout=10)

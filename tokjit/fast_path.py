@@ -13,13 +13,13 @@ so concurrent calls from many Python threads are safe.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .kernels import fused
 from .models import BPEModel, Workspace
 from .pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
+from .thread_pool import thread_pool
 
 STEP_BUDGET_PER_BYTE = 256
 
@@ -198,8 +198,8 @@ class FusedBPE:
             lo, hi = int(bounds[i]), int(bounds[i + 1])
             return self.encode_docs(buf, doc_starts[lo:hi], doc_ends[lo:hi], parse_special)
 
-        with ThreadPoolExecutor(min(num_threads, len(bounds) - 1)) as pool:
-            results = list(pool.map(run, range(len(bounds) - 1)))
+        pool = thread_pool(min(num_threads, len(bounds) - 1))
+        results = list(pool.map(run, range(len(bounds) - 1)))
         base = 0
         for i, (ids, ends) in enumerate(results):
             offsets[bounds[i] + 1:bounds[i + 1] + 1] = ends + base

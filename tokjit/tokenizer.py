@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -21,6 +20,7 @@ from .post_processors import build_post_processor
 from .pre_tokenizers import Pieces, build_pre_tokenizer
 from .serving import metrics as _metrics
 from .spec import TokenizerSpec, TokenType
+from .thread_pool import thread_pool
 
 _EMPTY_I64 = np.zeros(0, np.int64)
 SHORT_DECODE = 64  # id lists up to this length decode in Python from the byte table (no kernel call)
@@ -181,8 +181,7 @@ class Tokenizer:
         if num_threads <= 1 or len(items) <= 1:
             return [fn(x) for x in items]
         chunk = max(1, len(items) // (num_threads * 4))
-        with ThreadPoolExecutor(num_threads) as pool:
-            return list(pool.map(fn, items, chunksize=chunk))
+        return list(thread_pool(num_threads).map(fn, items, chunksize=chunk))
 
     def encode_with_offsets(self, text: str, *, parse_special: bool = False, byte_offsets: bool = False):
         """(ids, offsets) into ``text``: offsets[i] = (start, end) of token i in characters (HF
@@ -451,8 +450,7 @@ class Tokenizer:
         if num_threads <= 1 or len(chunks) <= 1:
             results = [run(c) for c in chunks]
         else:
-            with ThreadPoolExecutor(num_threads) as pool:
-                results = list(pool.map(run, chunks))
+            results = list(thread_pool(num_threads).map(run, chunks))
         offsets = np.zeros(n + 1, np.int64)
         if results:
             np.cumsum(np.concatenate([c for _, c in results]), out=offsets[1:])
