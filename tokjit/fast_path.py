@@ -50,6 +50,10 @@ def fused_path_for(tok) -> "FusedBPE | None":
     spm_path = spm_fused_path_for(tok)  # SentencePiece-BPE .model pipelines have their own kernel
     if spm_path is not None:
         return spm_path
+    from .unigram_fast_path import unigram_fused_path_for
+    unigram_path = unigram_fused_path_for(tok)  # SentencePiece Unigram .model pipelines
+    if unigram_path is not None:
+        return unigram_path
     from .wordpiece_fast_path import wordpiece_fused_path_for
     wordpiece_path = wordpiece_fused_path_for(tok)  # BERT-style WordPiece pipelines have their own kernel
     if wordpiece_path is not None:

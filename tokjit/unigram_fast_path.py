@@ -1,0 +1,141 @@
+"""The fused encode path for SentencePiece Unigram ``.model`` tokenizers (see
+:mod:`tokjit.kernels.unigram_fused`).
+
+Chosen by :func:`unigram_fused_path_for` when the pipeline is exactly: a ``SentencePieceNormalizer``
+(with or without charsmap), no pre-tokenizer, a ``Unigram`` model, no added tokens matched in the
+normalized text, and raw added tokens without lstrip/rstrip/single_word. Batches use the document
+chunking and threading of :class:`tokjit.fast_path.FusedBPE`.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .errors import InputError
+from .fast_path import FusedBPE, doc_sizes
+from .kernels import unigram_fused as kernel
+from .sentencepiece_normalizer import SentencePieceNormalizer
+from .unigram import UnigramModel
+
+_NO_TRIE_BYTES = np.zeros(256, np.bool_)
+_EMPTY_U32 = np.zeros(1, np.uint32)
+_EMPTY_U8 = np.zeros(1, np.uint8)
+
+
+def unigram_fused_path_for(tok) -> "FusedUnigram | None":
+    if type(tok.normalizer) is not SentencePieceNormalizer or type(tok.model) is not UnigramModel:
+        return None
+    if tok.pre_tokenizer is not None or not (tok._match_all_norm.empty and tok._match_plain_norm.empty):
+        return None
+    if tok._match_all.has_flags or tok._match_plain.has_flags:
+        return None
+    return FusedUnigram(tok)
+
+
+class _Scratch:
+    """Per-thread buffers: ``raw`` sized by the longest document, ``norm`` by the normalized text."""
+
+    def __init__(self):
+        self.raw_cap = -1
+        self.cm_cap = -1
+        self.norm_cap = -1
+
+    def ensure_raw(self, longest: int):
+        if longest + 1 <= self.raw_cap:
+            return
+        cap = max(longest + 1, 2 * self.raw_cap, 1024)
+        for name in ("at_starts", "at_ends", "at_ids", "ud_starts", "ud_ends", "ud_ids"):
+            setattr(self, name, np.empty(cap, np.int64))
+        self.raw_cap = cap
+
+    def ensure_charsmap(self, n: int):
+        if n <= self.cm_cap:
+            return
+        cap = max(n, 2 * self.cm_cap, 4096)
+        self.cm_buf = np.empty(cap, np.uint8)
+        self.cm_src = np.empty(cap, np.int64)
+        self.cm_cap = cap
+
+    def ensure_norm(self, n: int):
+        if n <= self.norm_cap:
+            return
+        cap = max(n, 2 * self.norm_cap, 4096)
+        self.norm_buf = np.empty(cap, np.uint8)
+        self.norm_align = np.empty(cap + 1, np.int64)
+        self.best_score = np.empty(cap + 1, np.float64)
+        for name in ("best_start", "path_start", "path_end", "tok_starts", "tok_ends"):
+            setattr(self, name, np.empty(cap + 1, np.int64))
+        self.best_id = np.empty(cap + 1, np.int64)
+        self.norm_cap = cap
+
+
+class FusedUnigram(FusedBPE):
+    def __init__(self, tok):
+        self.tok = tok
+        self.model: UnigramModel = tok.model
+        norm: SentencePieceNormalizer = tok.normalizer
+        self.ws_flags = norm.flags
+        cm = norm.charsmap
+        self.has_charsmap = cm is not None
+        self.cm_units = cm.units if cm is not None else _EMPTY_U32
+        self.cm_strings = cm.strings if cm is not None else _EMPTY_U8
+        self.cm_max_step = np.int64(max(cm.max_replacement, 4) if cm is not None else 4)
+        self.protect = norm.protect  # user-defined pieces the charsmap must not touch, or None
+        self._local = threading.local()
+
+    def _scratch(self) -> _Scratch:
+        ws = getattr(self._local, "scratch", None)
+        if ws is None:
+            ws = self._local.scratch = _Scratch()
+            ws.one_start = np.zeros(1, np.int64)
+            ws.one_end = np.zeros(1, np.int64)
+        return ws
+
+    def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
+                    parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
+        n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
+        ws = self._scratch()
+        ws.ensure_raw(longest)
+        ws.ensure_charsmap(2 * longest + 16)
+        ws.ensure_norm(6 * longest + 16)
+        m = self.model
+        at = self.tok._match_all if parse_special else self.tok._match_plain
+        ud = self.protect
+        ud_arrays = (ud.first_byte, ud.child_start, ud.child_count, ud.edge_byte, ud.edge_target, ud.node_token) \
+            if ud is not None else (_NO_TRIE_BYTES, *self._empty_trie())
+        out_ids = np.empty(2 * total + 2 * n_docs + 16, np.int32)
+        out_pos = np.zeros(1, np.int64)
+        doc_out_end = np.zeros(n_docs, np.int64)
+        need = np.zeros(1, np.int64)
+        d = 0
+        while True:
+            d, status = kernel.encode_docs_unigram_spm(
+                buf, doc_starts, doc_ends, np.int64(d), np.int64(n_docs), self.ws_flags,
+                at.first_byte, at.child_start, at.child_count, at.edge_byte, at.edge_target, at.node_token,
+                ws.at_starts, ws.at_ends, ws.at_ids,
+                *ud_arrays, ws.ud_starts, ws.ud_ends, ws.ud_ids,
+                self.has_charsmap, self.cm_units, self.cm_strings, self.cm_max_step, ws.cm_buf, ws.cm_src,
+                ws.norm_buf, ws.norm_align, ws.one_start, ws.one_end,
+                m.trie.da, m.scores, m.id_flags, m.byte_ids, m.arith, m.unk_id, m.unk_score, m.byte_fallback,
+                ws.best_score, ws.best_start, ws.best_id, ws.path_start, ws.path_end, ws.tok_starts, ws.tok_ends,
+                out_ids, out_pos, doc_out_end, need)
+            if status == kernel.STATUS_DONE:
+                break
+            if status == kernel.STATUS_GROW_SCRATCH:
+                ws.ensure_charsmap(int(need[0]))
+                ws.ensure_norm(int(need[0]))
+            elif status == kernel.STATUS_GROW_OUT:
+                grown = np.empty(max(2 * out_ids.shape[0], int(out_pos[0] + need[0]) + 16), np.int32)
+                grown[:out_pos[0]] = out_ids[:out_pos[0]]
+                out_ids = grown
+            else:
+                raise InputError("the text contains a character this Unigram model has no piece for, and the "
+                                 "model defines no unk_id")
+        return out_ids[:out_pos[0]], doc_out_end
+
+    @staticmethod
+    def _empty_trie():
+        z = np.zeros(1, np.int64)
+        return z, z, np.zeros(1, np.uint8), z, np.full(1, -1, np.int64)
