@@ -19,7 +19,7 @@ import tokjit
 from tokjit.charsmap import PrecompiledCharsmap
 from tokjit.errors import InputError, ModelFileError
 from tokjit.kernels import charsmap as charsmap_kernel
-from tokjit.unigram_fast_path import FusedUnigram
+from tokjit.unigram_fast_path import FusedUnigram, FusedUnigramHF
 
 tokenizers = pytest.importorskip("tokenizers")
 spm = pytest.importorskip("sentencepiece")
@@ -45,10 +45,49 @@ def _mismatches(expected, got, texts):
 @pytest.mark.parametrize("name,limit", [("t5", None), ("pegasus", 1500), ("envit5", 1500)])
 def test_hf_parity(shared, name, limit):
     ref, tok = _hf(shared, name)
+    if name != "envit5":  # envit5 is a BPE model behind the same normalizer
+        assert isinstance(tok._fused, FusedUnigramHF)  # encode_batch runs the fused kernel
     texts = corpus_lines(limit_per_file=limit)
     expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
     got = tok.encode_batch(texts, parse_special=True)
     assert _mismatches(expected, got, texts) == []
+
+
+HF_PIPELINE_VARIANTS = {
+    "metaspace first, no split": (None, {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+                                         "split": False}),
+    "metaspace never": (None, {"type": "Sequence", "pretokenizers": [
+        {"type": "WhitespaceSplit"}, {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never"}]}),
+    "whitespace split only": (None, {"type": "WhitespaceSplit"}),
+    "space collapse + first": ("collapse", {"type": "Sequence", "pretokenizers": [
+        {"type": "WhitespaceSplit"}, {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first"}]}),
+    "no normalizer": ("none", {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always"}),
+}
+
+
+@pytest.mark.parametrize("variant", list(HF_PIPELINE_VARIANTS))
+def test_hf_unigram_pipeline_variants(shared, tmp_path, variant):
+    """t5's tokenizer.json with other normalizer / pre-tokenizer combinations the fused Unigram path
+    accepts, against HF on a corpus sample and texts that start with spaces or added tokens."""
+    norm_kind, pre = HF_PIPELINE_VARIANTS[variant]
+    config = json.loads((shared / "data" / "hf" / "t5" / "tokenizer.json").read_text(encoding="utf-8"))
+    if norm_kind == "collapse":
+        config["normalizer"] = {"type": "Sequence", "normalizers": [
+            config["normalizer"], {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]}
+    elif norm_kind == "none":
+        config["normalizer"] = None
+    config["pre_tokenizer"] = pre
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.no_truncation()
+    ref.no_padding()
+    tok = tokjit.load(path)
+    assert isinstance(tok._fused, FusedUnigramHF)
+    texts = corpus_lines(limit_per_file=60, step=11) + [
+        "  leading", "</s>after", "x</s> y", "a\u2581b \u2581\u2581c", "\ufdfa" * 50, " ", ""]
+    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    assert _mismatches(expected, tok.encode_batch(texts, parse_special=True), texts) == []
 
 
 @pytest.mark.parametrize("name", ["t5", "pegasus", "envit5"])

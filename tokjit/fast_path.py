@@ -50,8 +50,8 @@ def fused_path_for(tok) -> "FusedBPE | None":
     spm_path = spm_fused_path_for(tok)  # SentencePiece-BPE .model pipelines have their own kernel
     if spm_path is not None:
         return spm_path
-    from .unigram_fast_path import unigram_fused_path_for
-    unigram_path = unigram_fused_path_for(tok)  # SentencePiece Unigram .model pipelines
+    from .unigram_fast_path import hf_unigram_fused_path_for, unigram_fused_path_for
+    unigram_path = unigram_fused_path_for(tok) or hf_unigram_fused_path_for(tok)  # Unigram pipelines
     if unigram_path is not None:
         return unigram_path
     from .wordpiece_fast_path import wordpiece_fused_path_for

@@ -539,7 +539,7 @@ class LlamaCppRegexSplit:
                 if view is None:
                     view = views[arg.collapse] = self._view(buf, arg.collapse)
                 starts, ends = self._split(arg, view, starts, ends)
-        return Pieces(buf, starts, ends, pieces.align)
+        return pieces.derive(buf, starts, ends, pieces.align)
 
     def _view(self, buf, collapse):
         n = buf.shape[0]
@@ -707,7 +707,7 @@ class LlamaCppWpm:
         align = out_align[:m + 1]
         if pieces.align is not None:
             align = np.asarray(pieces.align, np.int64)[align]
-        return Pieces(out[:m], ws_[:k].copy(), we[:k].copy(), align, pieces.origin)
+        return pieces.derive(out[:m], ws_[:k].copy(), we[:k].copy(), align)
 
 
 register_pre_tokenizer("LlamaCppWpm")(LlamaCppWpm)

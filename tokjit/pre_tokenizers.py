@@ -37,6 +37,10 @@ class Pieces:
     align: np.ndarray | None = None
     origin: int = 0  # caller's text offset that ``align`` values are relative to (Metaspace "first")
 
+    def derive(self, buf, starts, ends, align) -> "Pieces":
+        """New spans (and possibly a new buffer) of the same text: the origin carries over."""
+        return Pieces(buf, starts, ends, align, self.origin)
+
     @classmethod
     def whole(cls, buf: np.ndarray, align: np.ndarray | None = None) -> "Pieces":
         return cls(buf, np.zeros(1, np.int64), np.full(1, buf.shape[0], np.int64), align)
@@ -166,9 +170,9 @@ def split_pieces(pieces: Pieces, find: Callable, behavior: int, invert: bool) ->
         out_s.append(os_[:n])
         out_e.append(oe[:n])
     if len(out_s) == 1:
-        return Pieces(pieces.buf, out_s[0], out_e[0], pieces.align, pieces.origin)
-    return Pieces(pieces.buf, np.concatenate(out_s) if out_s else np.zeros(0, np.int64),
-                  np.concatenate(out_e) if out_e else np.zeros(0, np.int64), pieces.align, pieces.origin)
+        return pieces.derive(pieces.buf, out_s[0], out_e[0], pieces.align)
+    return pieces.derive(pieces.buf, np.concatenate(out_s) if out_s else np.zeros(0, np.int64),
+                         np.concatenate(out_e) if out_e else np.zeros(0, np.int64), pieces.align)
 
 
 def find_literal(needle: bytes):
@@ -234,8 +238,8 @@ def prepend_to_pieces(pieces: Pieces, prefix: bytes, only_if_missing: bool) -> P
         ends.append(pos)
     new_buf = np.frombuffer(b"".join(chunks), np.uint8)
     aligns.append(base[-1:] if not ends else np.asarray([base[pieces.ends[-1]]], np.int64))
-    return Pieces(new_buf, np.asarray(starts, np.int64), np.asarray(ends, np.int64),
-                  np.concatenate(aligns), pieces.origin)
+    return pieces.derive(new_buf, np.asarray(starts, np.int64), np.asarray(ends, np.int64),
+                         np.concatenate(aligns))
 
 
 class ByteLevel:
@@ -377,7 +381,7 @@ class Metaspace:
         m, k = metaspace_pieces(buf, align, pieces.starts, pieces.ends, np.int64(n), self.rep, prepend,
                                 self.split, out_buf, out_align, out_s, out_e)
         out_align[m] = align[pieces.ends[n - 1]] if n else align[-1]
-        return Pieces(out_buf[:m], out_s[:k], out_e[:k], out_align[:m + 1], pieces.origin)
+        return pieces.derive(out_buf[:m], out_s[:k], out_e[:k], out_align[:m + 1])
 
 
 register_pre_tokenizer("Metaspace")(Metaspace)

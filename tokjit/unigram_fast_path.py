@@ -68,6 +68,10 @@ class _Scratch:
         for name in ("best_start", "path_start", "path_end", "tok_starts", "tok_ends"):
             setattr(self, name, np.empty(cap + 1, np.int64))
         self.best_id = np.empty(cap + 1, np.int64)
+        # tokenizer.json path: words of the charsmap output, Metaspace pieces
+        for name in ("word_starts", "word_ends", "piece_starts", "piece_ends"):
+            setattr(self, name, np.empty(cap + 1, np.int64))
+        self.prepend = np.empty(cap + 1, np.bool_)
         self.norm_cap = cap
 
 
@@ -139,3 +143,117 @@ class FusedUnigram(FusedBPE):
     def _empty_trie():
         z = np.zeros(1, np.int64)
         return z, z, np.zeros(1, np.uint8), z, np.full(1, -1, np.int64)
+
+
+# ---------------------------------------------------------------------------------------------------
+# tokenizer.json: Precompiled -> [WhitespaceSplit] -> [Metaspace] -> Unigram
+# ---------------------------------------------------------------------------------------------------
+
+def _space_collapse(step) -> bool:
+    """A Replace that only shortens runs of spaces to one space: a no-op for the words a following
+    WhitespaceSplit produces (pegasus writes ``" {2,}"`` -> ``" "``)."""
+    from .normalizers import Replace
+    if type(step) is not Replace or step.content != " ":
+        return False
+    if step.needle is not None:
+        return len(step.needle) >= 1 and set(step.needle) == {" "}
+    return step.regex.pattern in (" {2,}", " +", "  +")
+
+
+def hf_unigram_fused_path_for(tok) -> "FusedUnigramHF | None":
+    from .charsmap import Precompiled
+    from .normalizers import Sequence as NormSequence
+    from .pre_tokenizers import Metaspace, Sequence as PreSequence
+    from .wordpiece import WhitespaceSplit
+    from .kernels.unigram import ARITH_HF
+
+    if type(tok.model) is not UnigramModel or tok.model.arith != ARITH_HF:
+        return None
+    if not (tok._match_all_norm.empty and tok._match_plain_norm.empty):
+        return None
+    if tok._match_all.has_flags or tok._match_plain.has_flags:
+        return None
+    pre = tok.pre_tokenizer
+    steps = list(pre.steps) if type(pre) is PreSequence else ([] if pre is None else [pre])
+    ws_split = bool(steps) and type(steps[0]) is WhitespaceSplit
+    if ws_split:
+        steps = steps[1:]
+    metaspace = None
+    if steps and type(steps[0]) is Metaspace:
+        metaspace = steps[0]
+        steps = steps[1:]
+    if steps:
+        return None
+    norm = tok.normalizer
+    norm_steps = list(norm.steps) if type(norm) is NormSequence else ([] if norm is None else [norm])
+    charsmap = None
+    if norm_steps and type(norm_steps[0]) is Precompiled:
+        charsmap = norm_steps[0].charsmap
+        norm_steps = norm_steps[1:]
+    if any(not (ws_split and _space_collapse(s)) for s in norm_steps):
+        return None
+    return FusedUnigramHF(tok, charsmap, ws_split, metaspace)
+
+
+class FusedUnigramHF(FusedUnigram):
+    def __init__(self, tok, charsmap, ws_split: bool, metaspace):
+        from .charsmap import grapheme_properties
+        from .wordpiece import bert_tables
+
+        self.tok = tok
+        self.model: UnigramModel = tok.model
+        self.has_charsmap = charsmap is not None
+        self.cm_units = charsmap.units if charsmap is not None else _EMPTY_U32
+        self.cm_strings = charsmap.strings if charsmap is not None else _EMPTY_U8
+        self.cm_props = grapheme_properties()
+        self.cm_max_rep = np.int64(max(charsmap.max_replacement, 1) if charsmap is not None else 1)
+        self.ws_split = ws_split
+        self.char_flags = bert_tables().flags
+        self.has_metaspace = metaspace is not None
+        self.rep = metaspace.rep if metaspace is not None else np.zeros(1, np.uint8)
+        scheme = metaspace.scheme if metaspace is not None else "never"
+        self.prepend_scheme = np.int64({"always": kernel.PREPEND_ALWAYS, "first": kernel.PREPEND_FIRST,
+                                        "never": kernel.PREPEND_NEVER}[scheme])
+        self.meta_split = bool(metaspace.split) if metaspace is not None else False
+        self._local = threading.local()
+
+    def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
+                    parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
+        n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
+        ws = self._scratch()
+        ws.ensure_raw(longest)
+        ws.ensure_charsmap(2 * longest + 16)
+        r = int(self.rep.shape[0])
+        ws.ensure_norm(r * (4 * longest + 36) + 1)
+        m = self.model
+        at = self.tok._match_all if parse_special else self.tok._match_plain
+        out_ids = np.empty(2 * total + 2 * n_docs + 16, np.int32)
+        out_pos = np.zeros(1, np.int64)
+        doc_out_end = np.zeros(n_docs, np.int64)
+        need = np.zeros(1, np.int64)
+        d = 0
+        while True:
+            d, status = kernel.encode_docs_unigram_hf(
+                buf, doc_starts, doc_ends, np.int64(d), np.int64(n_docs),
+                at.first_byte, at.child_start, at.child_count, at.edge_byte, at.edge_target, at.node_token,
+                ws.at_starts, ws.at_ends, ws.at_ids,
+                self.has_charsmap, self.cm_units, self.cm_strings, self.cm_props, self.cm_max_rep,
+                ws.cm_buf, ws.cm_src,
+                self.ws_split, self.char_flags, self.has_metaspace, self.rep, self.prepend_scheme, self.meta_split,
+                ws.prepend, ws.word_starts, ws.word_ends, ws.norm_buf, ws.norm_align, ws.piece_starts, ws.piece_ends,
+                m.trie.da, m.scores, m.id_flags, m.byte_ids, m.arith, m.unk_id, m.unk_score, m.byte_fallback,
+                ws.best_score, ws.best_start, ws.best_id, ws.path_start, ws.path_end, ws.tok_starts, ws.tok_ends,
+                out_ids, out_pos, doc_out_end, need)
+            if status == kernel.STATUS_DONE:
+                break
+            if status == kernel.STATUS_GROW_SCRATCH:
+                ws.ensure_charsmap(int(need[0]))
+                ws.ensure_norm(int(need[0]))
+            elif status == kernel.STATUS_GROW_OUT:
+                grown = np.empty(max(2 * out_ids.shape[0], int(out_pos[0] + need[0]) + 16), np.int32)
+                grown[:out_pos[0]] = out_ids[:out_pos[0]]
+                out_ids = grown
+            else:
+                raise InputError("the text contains a character this Unigram model has no piece for, and the "
+                                 "model defines no unk_id")
+        return out_ids[:out_pos[0]], doc_out_end

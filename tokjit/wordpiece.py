@@ -148,7 +148,7 @@ class BertPreTokenizer:
         out_e = np.empty(cap, np.int64)
         n = K.bert_pre_tokenize(pieces.buf, pieces.starts, pieces.ends, np.int64(pieces.starts.shape[0]),
                                 self.flags, self.isolate_punct, out_s, out_e)
-        return Pieces(pieces.buf, out_s[:n], out_e[:n], pieces.align)
+        return pieces.derive(pieces.buf, out_s[:n], out_e[:n], pieces.align)
 
 
 class WhitespaceSplit(BertPreTokenizer):
