@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tokjit
+from tokjit.spm_fast_path import FusedSentencePiece
 from conftest import SHARED, corpus_lines, shared_path
 from tokjit.errors import ModelFileError, TokjitError
 
@@ -211,6 +212,8 @@ def test_spm_variants(tmp_path, variant):
 @pytest.mark.parametrize("add_special", [False, True])
 def test_hf_encode_parity(hf_pair, name, add_special):
     tok, ref = hf_pair(name)
+    # Replace(" " -> U+2581) [+ Prepend] [+ Split " "] runs as the fused SentencePiece-BPE kernel
+    assert isinstance(tok._fused, FusedSentencePiece)
     texts = sample_texts() if not add_special else sample_texts()[::5]
     texts = texts + ["<s>Hello</s>", "<bos><start_of_turn>user\nhi<end_of_turn>", " <unk> x"]
     ours = tok.encode_batch(texts, num_threads=2, parse_special=True, add_special_tokens=add_special)

@@ -198,12 +198,14 @@ class Split:
             raise UnsupportedComponentError(f"Split behavior {behavior!r}")
         self.behavior = BEHAVIORS[behavior]
         self.invert = bool(config.get("invert", False))
+        self.literal = None  # the String pattern, when it is one
         if "Regex" in pattern:
             # "syntax" is tokjit's own key: loaders of non-HF formats name their reference engine
             self.splitter = RegexSplitter(pattern["Regex"], syntax=config.get("syntax", "onig"))
             self.find = self.splitter.find
         elif "String" in pattern:
             self.splitter = None
+            self.literal = pattern["String"]
             self.find = find_literal(pattern["String"].encode("utf-8"))
         else:
             raise UnsupportedComponentError(f"Split pattern {pattern!r}")

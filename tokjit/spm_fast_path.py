@@ -1,7 +1,8 @@
 """The fused encode path for SentencePiece-BPE ``.model`` tokenizers (see :mod:`tokjit.kernels.spm_fused`).
 
 Chosen by :func:`spm_fused_path_for` when the pipeline is exactly: a ``SentencePieceNormalizer``
-without charsmap, no pre-tokenizer, a BPE model, added tokens without lstrip/rstrip/single_word.
+without charsmap, or tokenizer.json components that amount to one (see :func:`_hf_whitespace_flags`),
+no pre-tokenizer, a BPE model, added tokens without lstrip/rstrip/single_word.
 Batches use the document chunking and threading of :class:`tokjit.fast_path.FusedBPE`.
 """
 
@@ -14,19 +15,46 @@ import numpy as np
 from .fast_path import FusedBPE, doc_sizes
 from .kernels.spm_fused import encode_docs_spm
 from .models import BPEModel, Workspace
-from .sentencepiece_normalizer import SentencePieceNormalizer
+from .sentencepiece_normalizer import WS_DUMMY_PREFIX, WS_ESCAPE, SentencePieceNormalizer
 
 
 def spm_fused_path_for(tok) -> "FusedSentencePiece | None":
+    if not isinstance(tok.model, BPEModel):
+        return None
     norm = tok.normalizer
-    if not isinstance(norm, SentencePieceNormalizer) or norm.charsmap is not None:
-        return None
-    if tok.pre_tokenizer is not None or not isinstance(tok.model, BPEModel):
-        return None
+    if isinstance(norm, SentencePieceNormalizer):
+        if norm.charsmap is not None or tok.pre_tokenizer is not None:
+            return None
+        flags = norm.flags
+    else:
+        flags = _hf_whitespace_flags(tok)
+        if flags is None:
+            return None
     matchers = (tok._match_all, tok._match_plain, tok._match_all_norm, tok._match_plain_norm)
     if any(m.has_flags for m in matchers):
         return None
-    return FusedSentencePiece(tok)
+    return FusedSentencePiece(tok, flags)
+
+
+def _hf_whitespace_flags(tok):
+    """The sentencepiece whitespace flags a tokenizer.json normalizer / pre-tokenizer pair amounts to,
+    or None. ``Replace(" " -> "\u2581")`` is the escape and ``Prepend("\u2581")`` (HF prepends to each
+    non-empty segment, as the dummy prefix is added) the dummy prefix, in either order (Mistral,
+    Llama 2 conversions); a ``Split`` on the literal " " after it can never match, so it is the no-op
+    it is in Gemma 3's file (not inverted: an inverted split with no match would drop the text)."""
+    from .normalizers import Prepend, Replace, Sequence as NormSequence
+    from .pre_tokenizers import Split
+
+    norm = tok.normalizer
+    steps = list(norm.steps) if type(norm) is NormSequence else [norm]
+    escape = [s for s in steps if type(s) is Replace and s.needle == " " and s.content == "\u2581"]
+    prepend = [s for s in steps if type(s) is Prepend and s.prefix == "\u2581".encode()]
+    if len(escape) != 1 or len(prepend) > 1 or len(escape) + len(prepend) != len(steps):
+        return None
+    pre = tok.pre_tokenizer
+    if pre is not None and not (type(pre) is Split and pre.literal == " " and not pre.invert):
+        return None
+    return np.int64(WS_ESCAPE | (WS_DUMMY_PREFIX if prepend else 0))
 
 
 class _Scratch:
@@ -58,10 +86,10 @@ class _Scratch:
 
 
 class FusedSentencePiece(FusedBPE):
-    def __init__(self, tok):
+    def __init__(self, tok, ws_flags):
         self.tok = tok
         self.model: BPEModel = tok.model
-        self.ws_flags = tok.normalizer.flags
+        self.ws_flags = ws_flags
         self._local = threading.local()
 
     def _scratch(self, longest: int) -> _Scratch:
