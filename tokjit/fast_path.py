@@ -79,6 +79,15 @@ class _Workspace:
     def __init__(self):
         self.cap = -1
         self.bpe = Workspace()  # the BPE kernel's scratch, shared layout with the staged path
+        # piece -> ids cache, kept for the life of the thread (see kernels.fused)
+        self.cache_hash = np.zeros(fused.CACHE_SLOTS, np.int64)
+        self.cache_bstart = np.zeros(fused.CACHE_SLOTS, np.int64)
+        self.cache_blen = np.zeros(fused.CACHE_SLOTS, np.int64)
+        self.cache_istart = np.zeros(fused.CACHE_SLOTS, np.int64)
+        self.cache_ilen = np.zeros(fused.CACHE_SLOTS, np.int64)
+        self.cache_bytes = np.zeros(fused.CACHE_POOL_BYTES, np.uint8)
+        self.cache_ids = np.zeros(fused.CACHE_POOL_IDS, np.int32)
+        self.cache_fill = np.zeros(3, np.int64)
 
     def ensure(self, longest: int):
         if longest <= self.cap:
@@ -144,7 +153,9 @@ class FusedBPE:
                 m.flags, m.unk_id, m.max_len,
                 bpe.start, bpe.end, bpe.id, bpe.rank, bpe.prev, bpe.next, bpe.heap,
                 m.token_flags, rev_left, m.touched, bpe.stack, m.unsafe_prev,
-                ws.tok_starts, ws.tok_ends, out_ids, out_pos, doc_out_end, status)
+                ws.tok_starts, ws.tok_ends, out_ids, out_pos, doc_out_end, status,
+                ws.cache_hash, ws.cache_bstart, ws.cache_blen, ws.cache_istart, ws.cache_ilen, ws.cache_bytes,
+                ws.cache_ids, ws.cache_fill)
             if d < n_docs:
                 # a pathological document for the backtracking budget: the staged path (with
                 # memoization) encodes it; the fused kernel resumes after it

@@ -8,6 +8,7 @@ one GIL release per thread instead of several Python round trips per document.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from ..added_tokens import find_added_tokens
@@ -18,6 +19,14 @@ from .bpe import bpe_encode
 STATUS_OK = 0
 STATUS_REGEX_STACK = 1  # the regex needs a larger backtrack stack or memoization: redo this doc in Python
 STATUS_OUT_FULL = 2  # output buffer full: grow and resume at this doc
+
+# piece -> ids cache (per thread, lives across calls): open addressing over CACHE_SLOTS, pieces of at
+# most CACHE_MAX_PIECE bytes, pools of CACHE_POOL_BYTES / CACHE_POOL_IDS; when a pool is full the table
+# is emptied and refilled, so memory stays bounded
+CACHE_SLOTS = 1 << 15
+CACHE_MAX_PIECE = 48
+CACHE_POOL_BYTES = 1 << 20
+CACHE_POOL_IDS = 1 << 19
 
 
 @njit(cache=True, nogil=True)
@@ -30,7 +39,9 @@ def encode_docs_bpe(buf, doc_starts, doc_ends, first_doc, last_doc,
                     pair_keys, pair_ranks, pair_merged, flags, unk_id, max_token_len,
                     ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
                     token_flags, rev_left, touched, bpe_stack, unsafe_prev,
-                    tok_starts, tok_ends, out_ids, out_pos, doc_out_end, status):
+                    tok_starts, tok_ends, out_ids, out_pos, doc_out_end, status,
+                    cache_hash, cache_bstart, cache_blen, cache_istart, cache_ilen, cache_bytes, cache_ids,
+                    cache_fill):
     """Encode documents ``first_doc..last_doc-1`` of ``buf``; returns the index of the first document
     not finished (``last_doc`` when all are done) and sets ``status[0]``.
 
@@ -39,6 +50,10 @@ def encode_docs_bpe(buf, doc_starts, doc_ends, first_doc, last_doc,
     pipeline does. Ids are appended to ``out_ids`` from ``out_pos[0]``; ``doc_out_end[d]`` is the end of
     document ``d``'s ids. O(total bytes) apart from BPE's own bounds. Workspaces must hold the longest
     document: matches/pieces >= 2 * bytes + 16, BPE workspaces >= bytes + 1, ``tok_*`` >= bytes.
+
+    A piece's ids depend only on its bytes, so short pieces are remembered in the ``cache_*`` table
+    (as HF's BPE cache does; text repeats words): a hit copies the ids instead of merging again.
+    ``cache_blen[slot] == 0`` marks an empty slot; ``cache_fill`` = [bytes, ids, entries] used.
     """
     status[0] = STATUS_OK
     n_out = out_pos[0]
@@ -65,13 +80,46 @@ def encode_docs_bpe(buf, doc_starts, doc_ends, first_doc, last_doc,
                     return d
                 n_p = apply_split_behavior(pos, seg_end, match_starts, match_ends, n_m, behavior, invert,
                                            piece_starts, piece_ends, 0)
-                n_ids = bpe_encode(buf, piece_starts, piece_ends, n_p,
-                                   tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
-                                   pair_keys, pair_ranks, pair_merged, flags, unk_id, max_token_len,
-                                   out_ids[n_out:], tok_starts, tok_ends,
-                                   ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
-                                   token_flags, rev_left, touched, bpe_stack, unsafe_prev)
-                n_out += n_ids
+                for q in range(n_p):
+                    ps = piece_starts[q]
+                    pe = piece_ends[q]
+                    if pe <= ps:
+                        continue
+                    slot = -1
+                    if pe - ps <= CACHE_MAX_PIECE:
+                        slot = _cache_find(buf, ps, pe, cache_hash, cache_bstart, cache_blen, cache_bytes)
+                        if cache_blen[slot] > 0:
+                            i0 = cache_istart[slot]
+                            for k in range(cache_ilen[slot]):
+                                out_ids[n_out + k] = cache_ids[i0 + k]
+                            n_out += cache_ilen[slot]
+                            continue
+                    n_ids = bpe_encode(buf, piece_starts[q:q + 1], piece_ends[q:q + 1], 1,
+                                       tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
+                                       pair_keys, pair_ranks, pair_merged, flags, unk_id, max_token_len,
+                                       out_ids[n_out:], tok_starts, tok_ends,
+                                       ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
+                                       token_flags, rev_left, touched, bpe_stack, unsafe_prev)
+                    if slot >= 0:
+                        if cache_fill[0] + (pe - ps) > cache_bytes.shape[0] or \
+                                cache_fill[1] + n_ids > cache_ids.shape[0] or 2 * cache_fill[2] > cache_hash.shape[0]:
+                            _cache_clear(cache_blen, cache_fill)
+                            slot = _cache_find(buf, ps, pe, cache_hash, cache_bstart, cache_blen, cache_bytes)
+                        b0 = cache_fill[0]
+                        for k in range(pe - ps):
+                            cache_bytes[b0 + k] = buf[ps + k]
+                        i0 = cache_fill[1]
+                        for k in range(n_ids):
+                            cache_ids[i0 + k] = out_ids[n_out + k]
+                        cache_hash[slot] = _piece_hash(buf, ps, pe)
+                        cache_bstart[slot] = b0
+                        cache_blen[slot] = pe - ps
+                        cache_istart[slot] = i0
+                        cache_ilen[slot] = n_ids
+                        cache_fill[0] = b0 + (pe - ps)
+                        cache_fill[1] = i0 + n_ids
+                        cache_fill[2] += 1
+                    n_out += n_ids
             if a < n_added:
                 out_ids[n_out] = at_ids[a]
                 n_out += 1
@@ -79,3 +127,41 @@ def encode_docs_bpe(buf, doc_starts, doc_ends, first_doc, last_doc,
         doc_out_end[d] = n_out
     out_pos[0] = n_out
     return last_doc
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _piece_hash(buf, s, e):
+    h = np.uint64(14695981039346656037)
+    for k in range(s, e):
+        h = (h ^ np.uint64(buf[k])) * np.uint64(1099511628211)
+    return np.int64(h >> np.uint64(1))
+
+
+@njit(cache=True, nogil=True)
+def _cache_find(buf, s, e, cache_hash, cache_bstart, cache_blen, cache_bytes):
+    """Slot holding piece ``buf[s:e]``, or the empty slot where it would go (linear probing)."""
+    h = _piece_hash(buf, s, e)
+    mask = cache_hash.shape[0] - 1
+    slot = h & mask
+    n = e - s
+    while cache_blen[slot] > 0:
+        if cache_hash[slot] == h and cache_blen[slot] == n:
+            b0 = cache_bstart[slot]
+            same = True
+            for k in range(n):
+                if cache_bytes[b0 + k] != buf[s + k]:
+                    same = False
+                    break
+            if same:
+                return slot
+        slot = (slot + 1) & mask
+    return slot
+
+
+@njit(cache=True, nogil=True)
+def _cache_clear(cache_blen, cache_fill):
+    for i in range(cache_blen.shape[0]):
+        cache_blen[i] = 0
+    cache_fill[0] = 0
+    cache_fill[1] = 0
+    cache_fill[2] = 0
