@@ -75,6 +75,29 @@ class _Scratch:
         self.norm_cap = cap
 
 
+def _run(call, ws: "_Scratch", n_docs: int, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """Drive a Unigram batch kernel: resume after growing whatever it reports too small."""
+    out_ids = np.empty(2 * total + 2 * n_docs + 16, np.int32)
+    out_pos = np.zeros(1, np.int64)
+    doc_out_end = np.zeros(n_docs, np.int64)
+    need = np.zeros(1, np.int64)
+    d = 0
+    while True:
+        d, status = call(d, out_ids, out_pos, doc_out_end, need)
+        if status == kernel.STATUS_DONE:
+            return out_ids[:out_pos[0]], doc_out_end
+        if status == kernel.STATUS_GROW_SCRATCH:
+            ws.ensure_charsmap(int(need[0]))
+            ws.ensure_norm(int(need[0]))
+        elif status == kernel.STATUS_GROW_OUT:
+            grown = np.empty(max(2 * out_ids.shape[0], int(out_pos[0] + need[0]) + 16), np.int32)
+            grown[:out_pos[0]] = out_ids[:out_pos[0]]
+            out_ids = grown
+        else:
+            raise InputError("the text contains a character this Unigram model has no piece for, and the "
+                             "model defines no unk_id")
+
+
 class FusedUnigram(FusedBPE):
     def __init__(self, tok):
         self.tok = tok
@@ -109,13 +132,9 @@ class FusedUnigram(FusedBPE):
         ud = self.protect
         ud_arrays = (ud.first_byte, ud.child_start, ud.child_count, ud.edge_byte, ud.edge_target, ud.node_token) \
             if ud is not None else (_NO_TRIE_BYTES, *self._empty_trie())
-        out_ids = np.empty(2 * total + 2 * n_docs + 16, np.int32)
-        out_pos = np.zeros(1, np.int64)
-        doc_out_end = np.zeros(n_docs, np.int64)
-        need = np.zeros(1, np.int64)
-        d = 0
-        while True:
-            d, status = kernel.encode_docs_unigram_spm(
+
+        def call(d, out_ids, out_pos, doc_out_end, need):
+            return kernel.encode_docs_unigram_spm(
                 buf, doc_starts, doc_ends, np.int64(d), np.int64(n_docs), self.ws_flags,
                 at.first_byte, at.child_start, at.child_count, at.edge_byte, at.edge_target, at.node_token,
                 ws.at_starts, ws.at_ends, ws.at_ids,
@@ -125,19 +144,7 @@ class FusedUnigram(FusedBPE):
                 m.trie.da, m.scores, m.id_flags, m.byte_ids, m.arith, m.unk_id, m.unk_score, m.byte_fallback,
                 ws.best_score, ws.best_start, ws.best_id, ws.path_start, ws.path_end, ws.tok_starts, ws.tok_ends,
                 out_ids, out_pos, doc_out_end, need)
-            if status == kernel.STATUS_DONE:
-                break
-            if status == kernel.STATUS_GROW_SCRATCH:
-                ws.ensure_charsmap(int(need[0]))
-                ws.ensure_norm(int(need[0]))
-            elif status == kernel.STATUS_GROW_OUT:
-                grown = np.empty(max(2 * out_ids.shape[0], int(out_pos[0] + need[0]) + 16), np.int32)
-                grown[:out_pos[0]] = out_ids[:out_pos[0]]
-                out_ids = grown
-            else:
-                raise InputError("the text contains a character this Unigram model has no piece for, and the "
-                                 "model defines no unk_id")
-        return out_ids[:out_pos[0]], doc_out_end
+        return _run(call, ws, n_docs, total)
 
     @staticmethod
     def _empty_trie():
@@ -227,13 +234,9 @@ class FusedUnigramHF(FusedUnigram):
         ws.ensure_norm(r * (4 * longest + 36) + 1)
         m = self.model
         at = self.tok._match_all if parse_special else self.tok._match_plain
-        out_ids = np.empty(2 * total + 2 * n_docs + 16, np.int32)
-        out_pos = np.zeros(1, np.int64)
-        doc_out_end = np.zeros(n_docs, np.int64)
-        need = np.zeros(1, np.int64)
-        d = 0
-        while True:
-            d, status = kernel.encode_docs_unigram_hf(
+
+        def call(d, out_ids, out_pos, doc_out_end, need):
+            return kernel.encode_docs_unigram_hf(
                 buf, doc_starts, doc_ends, np.int64(d), np.int64(n_docs),
                 at.first_byte, at.child_start, at.child_count, at.edge_byte, at.edge_target, at.node_token,
                 ws.at_starts, ws.at_ends, ws.at_ids,
@@ -244,16 +247,4 @@ class FusedUnigramHF(FusedUnigram):
                 m.trie.da, m.scores, m.id_flags, m.byte_ids, m.arith, m.unk_id, m.unk_score, m.byte_fallback,
                 ws.best_score, ws.best_start, ws.best_id, ws.path_start, ws.path_end, ws.tok_starts, ws.tok_ends,
                 out_ids, out_pos, doc_out_end, need)
-            if status == kernel.STATUS_DONE:
-                break
-            if status == kernel.STATUS_GROW_SCRATCH:
-                ws.ensure_charsmap(int(need[0]))
-                ws.ensure_norm(int(need[0]))
-            elif status == kernel.STATUS_GROW_OUT:
-                grown = np.empty(max(2 * out_ids.shape[0], int(out_pos[0] + need[0]) + 16), np.int32)
-                grown[:out_pos[0]] = out_ids[:out_pos[0]]
-                out_ids = grown
-            else:
-                raise InputError("the text contains a character this Unigram model has no piece for, and the "
-                                 "model defines no unk_id")
-        return out_ids[:out_pos[0]], doc_out_end
+        return _run(call, ws, n_docs, total)

@@ -15,6 +15,7 @@ from ..added_tokens import find_added_tokens
 from ..pre_tokenizers import apply_split_behavior
 from ..pretokenize.regex_kernel import find_matches
 from .bpe import bpe_encode
+from .lookup import bytes_equal, hash_bytes
 
 STATUS_OK = 0
 STATUS_REGEX_STACK = 1  # the regex needs a larger backtrack stack or memoization: redo this doc in Python
@@ -111,7 +112,7 @@ def encode_docs_bpe(buf, doc_starts, doc_ends, first_doc, last_doc,
                         i0 = cache_fill[1]
                         for k in range(n_ids):
                             cache_ids[i0 + k] = out_ids[n_out + k]
-                        cache_hash[slot] = _piece_hash(buf, ps, pe)
+                        cache_hash[slot] = hash_bytes(buf, ps, pe)
                         cache_bstart[slot] = b0
                         cache_blen[slot] = pe - ps
                         cache_istart[slot] = i0
@@ -129,31 +130,16 @@ def encode_docs_bpe(buf, doc_starts, doc_ends, first_doc, last_doc,
     return last_doc
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _piece_hash(buf, s, e):
-    h = np.uint64(14695981039346656037)
-    for k in range(s, e):
-        h = (h ^ np.uint64(buf[k])) * np.uint64(1099511628211)
-    return np.int64(h >> np.uint64(1))
-
-
 @njit(cache=True, nogil=True)
 def _cache_find(buf, s, e, cache_hash, cache_bstart, cache_blen, cache_bytes):
     """Slot holding piece ``buf[s:e]``, or the empty slot where it would go (linear probing)."""
-    h = _piece_hash(buf, s, e)
+    h = hash_bytes(buf, s, e)
     mask = cache_hash.shape[0] - 1
     slot = h & mask
     n = e - s
     while cache_blen[slot] > 0:
-        if cache_hash[slot] == h and cache_blen[slot] == n:
-            b0 = cache_bstart[slot]
-            same = True
-            for k in range(n):
-                if cache_bytes[b0 + k] != buf[s + k]:
-                    same = False
-                    break
-            if same:
-                return slot
+        if cache_hash[slot] == h and cache_blen[slot] == n and bytes_equal(cache_bytes, cache_bstart[slot], buf, s, n):
+            return slot
         slot = (slot + 1) & mask
     return slot
 

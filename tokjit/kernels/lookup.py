@@ -25,6 +25,15 @@ def hash_bytes(buf, start, end):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def bytes_equal(a, a_start, b, b_start, n):
+    """``a[a_start:a_start + n] == b[b_start:b_start + n]``."""
+    for k in range(n):
+        if a[a_start + k] != b[b_start + k]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
 def lookup_bytes(buf, start, end, blob, offsets, table):
     """Id of the token whose bytes equal ``buf[start:end]``, or -1.
 
@@ -39,14 +48,8 @@ def lookup_bytes(buf, start, end, blob, offsets, table):
         if tid < 0:
             return -1
         ts = offsets[tid]
-        if offsets[tid + 1] - ts == n:
-            same = True
-            for k in range(n):
-                if blob[ts + k] != buf[start + k]:
-                    same = False
-                    break
-            if same:
-                return tid
+        if offsets[tid + 1] - ts == n and bytes_equal(blob, ts, buf, start, n):
+            return tid
         slot = (slot + 1) & mask
 
 
