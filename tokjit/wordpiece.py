@@ -270,6 +270,25 @@ class WordPieceDecoder:
     def __init__(self, config: dict):
         self.prefix = config.get("prefix", "##")
         self.cleanup = bool(config.get("cleanup", True))
+        self._forms = None  # (first, later): every id's text at the start / after it, built on first use
+
+    def decode_ids(self, tok, arr, skip_special_tokens: bool, errors: str) -> str:
+        """HF's chain handles each token on its own (prefix or space, then cleanup), so a token's
+        text depends only on its id and on whether it comes first: both forms are computed once per
+        id, and decoding is one list lookup per id."""
+        if self._forms is None:
+            names = [tok.id_to_token(i) for i in range(tok.vocab_size)]
+            first = [self.decode_chain([t])[0] for t in names]
+            later = [self.decode_chain(["", t])[1] for t in names]
+            self._forms = (first, later)
+        ids = arr.tolist()
+        if skip_special_tokens:
+            special = tok._special_ids
+            ids = [i for i in ids if not special[i]]
+        if not ids:
+            return ""
+        first, later = self._forms
+        return first[ids[0]] + "".join([later[i] for i in ids[1:]])
 
     def decode_chain(self, tokens: list[str]) -> list[str]:
         out = []
