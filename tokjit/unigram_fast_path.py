@@ -13,13 +13,14 @@ import threading
 
 import numpy as np
 
+from .added_tokens import AddedTokenMatcher
 from .errors import InputError
 from .fast_path import FusedBPE, doc_sizes
 from .kernels import unigram_fused as kernel
 from .sentencepiece_normalizer import SentencePieceNormalizer
 from .unigram import UnigramModel
 
-_NO_TRIE_BYTES = np.zeros(256, np.bool_)
+_NO_USER_DEFINED = AddedTokenMatcher([])  # an empty trie for models without protected pieces
 _EMPTY_U32 = np.zeros(1, np.uint32)
 _EMPTY_U8 = np.zeros(1, np.uint8)
 
@@ -41,6 +42,8 @@ class _Scratch:
         self.raw_cap = -1
         self.cm_cap = -1
         self.norm_cap = -1
+        self.one_start = np.zeros(1, np.int64)  # a one-piece span for kernels that take piece arrays
+        self.one_end = np.zeros(1, np.int64)
 
     def ensure_raw(self, longest: int):
         if longest + 1 <= self.raw_cap:
@@ -116,8 +119,6 @@ class FusedUnigram(FusedBPE):
         ws = getattr(self._local, "scratch", None)
         if ws is None:
             ws = self._local.scratch = _Scratch()
-            ws.one_start = np.zeros(1, np.int64)
-            ws.one_end = np.zeros(1, np.int64)
         return ws
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
@@ -129,16 +130,15 @@ class FusedUnigram(FusedBPE):
         ws.ensure_norm(6 * longest + 16)
         m = self.model
         at = self.tok._match_all if parse_special else self.tok._match_plain
-        ud = self.protect
-        ud_arrays = (ud.first_byte, ud.child_start, ud.child_count, ud.edge_byte, ud.edge_target, ud.node_token) \
-            if ud is not None else (_NO_TRIE_BYTES, *self._empty_trie())
+        ud = self.protect if self.protect is not None else _NO_USER_DEFINED
 
         def call(d, out_ids, out_pos, doc_out_end, need):
             return kernel.encode_docs_unigram_spm(
                 buf, doc_starts, doc_ends, np.int64(d), np.int64(n_docs), self.ws_flags,
                 at.first_byte, at.child_start, at.child_count, at.edge_byte, at.edge_target, at.node_token,
                 ws.at_starts, ws.at_ends, ws.at_ids,
-                *ud_arrays, ws.ud_starts, ws.ud_ends, ws.ud_ids,
+                ud.first_byte, ud.child_start, ud.child_count, ud.edge_byte, ud.edge_target, ud.node_token,
+                ws.ud_starts, ws.ud_ends, ws.ud_ids,
                 self.has_charsmap, self.cm_units, self.cm_strings, self.cm_max_step, ws.cm_buf, ws.cm_src,
                 ws.norm_buf, ws.norm_align, ws.one_start, ws.one_end,
                 m.trie.da, m.scores, m.id_flags, m.byte_ids, m.arith, m.unk_id, m.unk_score, m.byte_fallback,
@@ -146,10 +146,6 @@ class FusedUnigram(FusedBPE):
                 out_ids, out_pos, doc_out_end, need)
         return _run(call, ws, n_docs, total)
 
-    @staticmethod
-    def _empty_trie():
-        z = np.zeros(1, np.int64)
-        return z, z, np.zeros(1, np.uint8), z, np.full(1, -1, np.int64)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -243,7 +239,8 @@ class FusedUnigramHF(FusedUnigram):
                 self.has_charsmap, self.cm_units, self.cm_strings, self.cm_props, self.cm_max_rep,
                 ws.cm_buf, ws.cm_src,
                 self.ws_split, self.char_flags, self.has_metaspace, self.rep, self.prepend_scheme, self.meta_split,
-                ws.prepend, ws.word_starts, ws.word_ends, ws.norm_buf, ws.norm_align, ws.piece_starts, ws.piece_ends,
+                ws.prepend, ws.word_starts, ws.word_ends, ws.one_start, ws.one_end,
+                ws.norm_buf, ws.norm_align, ws.piece_starts, ws.piece_ends,
                 m.trie.da, m.scores, m.id_flags, m.byte_ids, m.arith, m.unk_id, m.unk_score, m.byte_fallback,
                 ws.best_score, ws.best_start, ws.best_id, ws.path_start, ws.path_end, ws.tok_starts, ws.tok_ends,
                 out_ids, out_pos, doc_out_end, need)

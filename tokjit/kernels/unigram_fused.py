@@ -28,6 +28,15 @@ STATUS_MISSING_UNK = 3
 
 
 @njit(cache=True, nogil=True)
+def _copy_unnormalized(buf, start, end, out, out_src):
+    """``buf[start:end]`` into ``out`` with each byte its own source offset (no charsmap); its length."""
+    for k in range(start, end):
+        out[k - start] = buf[k]
+        out_src[k - start] = k
+    return end - start
+
+
+@njit(cache=True, nogil=True)
 def encode_docs_unigram_spm(buf, doc_starts, doc_ends, first_doc, n_docs, ws_flags,
                             at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token,
                             at_starts, at_ends, at_ids,
@@ -91,10 +100,7 @@ def encode_docs_unigram_spm(buf, doc_starts, doc_ends, first_doc, n_docs, ws_fla
                     if seg_end - pos + 1 > cm_cap:
                         need[0] = seg_end - pos + 1
                         return d, STATUS_GROW_SCRATCH
-                    for k in range(pos, seg_end):
-                        cm_buf[m] = buf[k]
-                        cm_src[m] = k
-                        m += 1
+                    m = _copy_unnormalized(buf, pos, seg_end, cm_buf, cm_src)
                     cm_src[m] = seg_end
                 if 3 * m + 4 > norm_cap:
                     need[0] = 3 * m + 4
@@ -137,7 +143,7 @@ def encode_docs_unigram_hf(buf, doc_starts, doc_ends, first_doc, n_docs,
                            at_starts, at_ends, at_ids,
                            has_charsmap, cm_units, cm_strings, cm_props, cm_max_rep, cm_buf, cm_src,
                            ws_split, char_flags, has_metaspace, rep, prepend_scheme, meta_split, prepend,
-                           word_starts, word_ends, ms_buf, ms_align, piece_starts, piece_ends,
+                           word_starts, word_ends, one_start, one_end, ms_buf, ms_align, piece_starts, piece_ends,
                            da, scores, id_flags, byte_ids, arith, unk_id, unk_score, byte_fallback,
                            best_score, best_start, best_id, path_start, path_end, tok_starts, tok_ends,
                            out_ids, out_pos, doc_out_end, need):
@@ -146,7 +152,8 @@ def encode_docs_unigram_hf(buf, doc_starts, doc_ends, first_doc, n_docs,
 
     Per segment between raw added tokens: HF's grapheme-wise charsmap (``hf_normalize``), whitespace
     split (``bert_pre_tokenize`` without punctuation), Metaspace (``metaspace_pieces``; "first"
-    prepends to the words from the first source character left in the document's normalized text) and the Viterbi per piece. Capacities
+    prepends to the words from the first source character left in the document's normalized text)
+    and the Viterbi per piece. Capacities
     checked here: ``cm_*`` the charsmap output; ``word_*``, ``prepend`` its length + 1; ``ms_*``,
     ``piece_*``, ``best_*``, ``path_*``, ``tok_*`` len(rep) * (2 * charsmap output + 2).
     """
@@ -175,10 +182,7 @@ def encode_docs_unigram_hf(buf, doc_starts, doc_ends, first_doc, n_docs,
                     if seg_end - pos > cm_cap:
                         need[0] = seg_end - pos
                         return d, STATUS_GROW_SCRATCH
-                    for k in range(pos, seg_end):
-                        cm_buf[m] = buf[k]
-                        cm_src[m] = k
-                        m += 1
+                    m = _copy_unnormalized(buf, pos, seg_end, cm_buf, cm_src)
                 if r * (2 * m + 2) + 1 > ms_cap or m + 1 > word_starts.shape[0]:
                     need[0] = r * (2 * m + 2) + 1
                     return d, STATUS_GROW_SCRATCH
@@ -187,8 +191,6 @@ def encode_docs_unigram_hf(buf, doc_starts, doc_ends, first_doc, n_docs,
                     word_starts[0] = 0
                     word_ends[0] = m
                     if ws_split:
-                        one_start = word_starts[m:m + 1]
-                        one_end = word_ends[m:m + 1]
                         one_start[0] = 0
                         one_end[0] = m
                         n_words = bert_pre_tokenize(cm_buf, one_start, one_end, 1, char_flags, False,
