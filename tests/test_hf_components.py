@@ -141,3 +141,18 @@ def test_normalized_added_tokens_match_by_normalized_content(base_doc, tmp_path,
               "special": sp} for c, sp in [("Café", False), ("ÉCOLE", True), ("naïve", False)]]
     parts = ["Café", "café", "CAFÉ", "école", "ÉCOLE", "naïve", "NAÏVE", "naive", " ", "x", "\u0301"]
     compare_with_added_tokens(base_doc, tmp_path, extra, normalizer, parts, 1500, seed=3)
+
+
+@pytest.mark.parametrize("name", ["bert-minilm", "t5", "gemma3"])
+def test_no_decoder_joins_tokens_with_spaces_like_hf(tmp_path, name):
+    """A tokenizer.json whose ``decoder`` is null: HF joins the token strings with single spaces."""
+    doc = json.loads(shared_path("data", "hf", name, "tokenizer.json").read_text(encoding="utf-8"))
+    doc["decoder"] = None
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ours = tokjit.load(path)
+    for text in corpus_lines(step=997)[:300]:
+        ids = ref.encode(text).ids
+        for skip in (False, True):
+            assert ours.decode(ids, skip_special_tokens=skip) == ref.decode(ids, skip_special_tokens=skip), text

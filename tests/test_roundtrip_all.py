@@ -97,3 +97,15 @@ def test_every_code_point_round_trips(target):
         mine = ids if target.kind != "hf" else tok.encode_batch(chunks, num_threads=2, parse_special=True)
         diff = [k for k in range(len(chunks)) if mine[k] != theirs[k]]
         assert not diff, f"{len(diff)} chunks differ from the reference, first at code point chunk {diff[0]}"
+
+
+def test_ids_outside_the_vocabulary_raise(target):
+    """Every decode form (joined per-id pieces, first-token forms, skipped specials) rejects a bad id
+    wherever it sits, including negative ids that Python lists would count from the end."""
+    tok = target.tok
+    n = tok.vocab_size
+    for bad in (n, n + 7, -1, -n - 3, -(2 ** 40), 2 ** 40):
+        for ids in ([bad], [bad, 5], [5, bad], [5, 6, bad, 7]):
+            for skip in (False, True):
+                with pytest.raises(ValueError):
+                    tok.decode(ids, skip_special_tokens=skip)

@@ -23,7 +23,6 @@ from .spec import TokenizerSpec, TokenType
 from .thread_pool import thread_pool
 
 _EMPTY_I64 = np.zeros(0, np.int64)
-SHORT_DECODE = 64  # id lists up to this length decode in Python from the byte table (no kernel call)
 
 
 def text_to_utf8(text: str) -> np.ndarray:
@@ -101,6 +100,7 @@ class Tokenizer:
         types = spec.token_types
         self._special_ids[: len(types)] |= (types == TokenType.CONTROL)
         self._decode_blob, self._decode_offsets = self._build_decode_table()
+        self._pieces_decoder = False  # built on first decode (decoders.pieces_decoder_for)
         self._fused = fused_path_for(self)
 
     def _normalize_text(self, text: str) -> str:
@@ -321,31 +321,8 @@ class Tokenizer:
             raise InputError(f"token id {bad} is outside the vocabulary (size {n})")
         return arr
 
-    def _short_decode_bytes(self, ids: list, skip_special_tokens: bool) -> bytes | None:
-        """The per-id byte table joined in Python, for a few ids (<= ``SHORT_DECODE``): two kernel
-        dispatches plus array checks cost ~20-30 us, this ~1-3 us. None: not applicable."""
-        if not ids or len(ids) > SHORT_DECODE or skip_special_tokens or self._decode_blob is None:
-            return None
-        table = self.__dict__.get("_decode_table_py")
-        if table is None:
-            table = self._decode_table_py = (self._decode_blob.tobytes(), memoryview(self._decode_offsets))
-        blob, offsets = table
-        n = len(offsets) - 1
-        try:
-            if min(ids) < 0 or max(ids) >= n:
-                return None  # the array path raises the error
-            data = b"".join([blob[offsets[i]:offsets[i + 1]] for i in ids])
-        except TypeError:  # not plain ints
-            return None
-        post = getattr(self.decoder, "post_bytes", None)
-        return post(data) if post is not None else data
-
     def decode_bytes(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> bytes:
         """The bytes the ids stand for (no UTF-8 repair)."""
-        if type(ids) is list:
-            data = self._short_decode_bytes(ids, skip_special_tokens)
-            if data is not None:
-                return data
         arr = self._check_ids(list(ids) if not isinstance(ids, np.ndarray) else ids)
         if self._decode_blob is None:
             return self._decode_chain(arr, skip_special_tokens).encode("utf-8", "surrogatepass")
@@ -361,7 +338,13 @@ class Tokenizer:
     def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False, errors: str = "replace") -> str:
         """Decode ids to text; invalid UTF-8 becomes U+FFFD unless ``errors`` says otherwise."""
         m = _metrics.ACTIVE
-        if m is not None:
+        if m is None and type(ids) is list:
+            fast = self._pieces_decoder
+            if fast:
+                text = fast.decode(ids, skip_special_tokens, errors)
+                if text is not None:
+                    return text
+        elif m is not None:
             t0 = _metrics.now()
             ids = ids if hasattr(ids, "__len__") else list(ids)
             text = self._decode_text(ids, skip_special_tokens, errors)
@@ -370,10 +353,15 @@ class Tokenizer:
         return self._decode_text(ids, skip_special_tokens, errors)
 
     def _decode_text(self, ids, skip_special_tokens: bool, errors: str) -> str:
-        if type(ids) is list:
-            data = self._short_decode_bytes(ids, skip_special_tokens)
-            if data is not None:
-                return data.decode("utf-8", errors)
+        fast = self._pieces_decoder
+        if fast is False:
+            fast = self._pieces_decoder = decoders_mod.pieces_decoder_for(self)
+        if fast is not None:
+            if type(ids) is not list:
+                ids = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+            text = fast.decode(ids, skip_special_tokens, errors)
+            if text is not None:
+                return text
         arr = self._check_ids(list(ids) if not isinstance(ids, np.ndarray) else ids)
         if self._decode_blob is None:
             return self._decode_chain(arr, skip_special_tokens)
@@ -394,6 +382,9 @@ class Tokenizer:
 
     def decode_batch(self, batch: Sequence[Sequence[int]], *, skip_special_tokens: bool = False,
                      num_threads: int | None = None) -> list[str]:
+        if self._pieces_decoder is not None:
+            # list lookups hold the GIL: threads would only add hand-off costs
+            return [self.decode(ids, skip_special_tokens=skip_special_tokens) for ids in batch]
         return self._map(lambda ids: self.decode(ids, skip_special_tokens=skip_special_tokens), batch,
                          num_threads)
 

@@ -272,7 +272,7 @@ class WordPieceDecoder:
         self.cleanup = bool(config.get("cleanup", True))
         self._forms = None  # (first, later): every id's text at the start / after it, built on first use
 
-    def decode_ids(self, tok, arr, skip_special_tokens: bool, errors: str) -> str:
+    def _build_forms(self, tok):
         """HF's chain handles each token on its own (prefix or space, then cleanup), so a token's
         text depends only on its id and on whether it comes first: both forms are computed once per
         id, and decoding is one list lookup per id."""
@@ -281,6 +281,15 @@ class WordPieceDecoder:
             first = [self.decode_chain([t])[0] for t in names]
             later = [self.decode_chain(["", t])[1] for t in names]
             self._forms = (first, later)
+        return self._forms
+
+    def pieces_decoder(self, tok, special):
+        from .decoders import JoinedPieces
+        first, later = self._build_forms(tok)
+        return JoinedPieces(later, special, lambda text, errors: text, first.__getitem__)
+
+    def decode_ids(self, tok, arr, skip_special_tokens: bool, errors: str) -> str:
+        self._build_forms(tok)
         ids = arr.tolist()
         if skip_special_tokens:
             special = tok._special_ids
