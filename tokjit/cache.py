@@ -23,7 +23,7 @@ import tempfile
 import numpy as np
 
 from .compile import pack_bytes
-from .spec import AddedToken, TokenizerSpec
+from .spec import AddedToken, PackedBytes, TokenizerSpec
 
 MAGIC = b"TOKJITC1"
 FORMAT_VERSION = 1
@@ -111,22 +111,15 @@ def spec_to_bytes(spec: TokenizerSpec) -> bytes:
     return buf.getvalue()
 
 
-def _split(blob: np.ndarray, offsets: np.ndarray) -> list[bytes]:
-    raw = blob.tobytes()
-    offs = offsets.tolist()
-    return [raw[offs[i]:offs[i + 1]] for i in range(len(offs) - 1)]
-
-
 def spec_from_bytes(payload: bytes) -> TokenizerSpec:
     with np.load(io.BytesIO(payload), allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     header = _unjson(json.loads(arrays["header"].tobytes().decode("utf-8")))
     source = header["source"]
     if "str_blob" in arrays:
-        source["token_strings"] = [s.decode("utf-8", "surrogatepass")
-                                   for s in _split(arrays["str_blob"], arrays["str_offsets"])]
+        source["token_strings"] = PackedBytes(arrays["str_blob"], arrays["str_offsets"], strings=True)
     return TokenizerSpec(
-        model=header["model"], tokens=_split(arrays["tok_blob"], arrays["tok_offsets"]),
+        model=header["model"], tokens=PackedBytes(arrays["tok_blob"], arrays["tok_offsets"]),
         token_types=arrays["token_types"], scores=arrays.get("scores"), merges=arrays.get("merges"),
         model_mask=arrays.get("model_mask"), normalizer=header["normalizer"],
         pre_tokenizer=header["pre_tokenizer"], post_processor=header["post_processor"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import ModelFileError
+from .spec import PackedBytes
 from .kernels.lookup import build_bytes_table, build_pair_table, table_size
 
 
@@ -35,6 +36,8 @@ class TokenTable:
 
 def pack_bytes(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     """Concatenate byte strings into (uint8 blob, int64 offsets of length n + 1)."""
+    if isinstance(items, PackedBytes) and not items.strings and items.blob.size:
+        return items.blob, items.offsets  # already packed (a cached spec); kernels only read them
     offsets = np.zeros(len(items) + 1, dtype=np.int64)
     if items:
         np.cumsum(np.fromiter((len(t) for t in items), dtype=np.int64, count=len(items)), out=offsets[1:])

@@ -152,14 +152,14 @@ class BPEModel:
             merged[row] = lookup.get(toks[a] + toks[b], -1)
         return merged
 
-    @staticmethod
-    def _byte_ids(spec: TokenizerSpec, flags: int) -> np.ndarray:
+    def _byte_ids(self, spec: TokenizerSpec, flags: int) -> np.ndarray:
         byte_ids = np.full(256, -1, dtype=np.int32)
         if flags & bpe_kernel.FLAG_BYTE_SYMBOLS:
-            mask = model_mask(spec)
-            for i, tok in enumerate(spec.tokens):
-                if len(tok) == 1 and mask[i] and byte_ids[tok[0]] < 0:
-                    byte_ids[tok[0]] = i
+            offsets = self.vocab.offsets
+            single = np.flatnonzero((np.diff(offsets) == 1) & model_mask(spec))
+            values = self.vocab.blob[offsets[single]]
+            _, first = np.unique(values, return_index=True)  # the lowest id of each byte
+            byte_ids[values[first]] = single[first]
         elif flags & bpe_kernel.FLAG_BYTE_FALLBACK:
             byte_ids[:] = byte_fallback_ids(spec)
         return byte_ids

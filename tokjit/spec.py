@@ -11,6 +11,7 @@ no HF component does (for example llama.cpp's own pre-tokenizer splitting).
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,69 @@ class TokenType(enum.IntEnum):
     USER_DEFINED = 4
     UNUSED = 5
     BYTE = 6
+
+
+class PackedBytes(Sequence):
+    """A read-only list of byte strings kept as one ``blob`` + ``offsets`` (n + 1 int64), as the spec
+    cache stores them: a cached load hands the arrays straight to the compiler instead of splitting
+    them into 100k+ Python objects and packing them again. Items are sliced on access; iterating
+    builds the list once. ``strings=True`` yields ``str`` (UTF-8, surrogatepass) instead."""
+
+    __slots__ = ("blob", "offsets", "strings", "_raw", "_offs", "_list")
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray, strings: bool = False):
+        self.blob = blob
+        self.offsets = offsets
+        self.strings = strings
+        self._raw = None
+        self._offs = None
+        self._list = None
+
+    def _item(self, i: int):
+        if self._raw is None:
+            self._raw = self.blob.tobytes()
+            self._offs = self.offsets.tolist()
+        item = self._raw[self._offs[i]:self._offs[i + 1]]
+        return item.decode("utf-8", "surrogatepass") if self.strings else item
+
+    def __len__(self) -> int:
+        return self.offsets.shape[0] - 1
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.tolist()[index]
+        n = len(self)
+        i = index.__index__()
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("token index out of range")
+        if self._list is not None:
+            return self._list[i]
+        return self._item(i)
+
+    def tolist(self) -> list:
+        if self._list is None:
+            raw = self.blob.tobytes()
+            offs = self.offsets.tolist()
+            items = [raw[offs[i]:offs[i + 1]] for i in range(len(offs) - 1)]
+            if self.strings:
+                items = [b.decode("utf-8", "surrogatepass") for b in items]
+            self._list = items
+        return self._list
+
+    def __iter__(self):
+        return iter(self.tolist())
+
+    def __eq__(self, other):
+        if isinstance(other, (list, tuple, PackedBytes)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (PackedBytes, (self.blob, self.offsets, self.strings))
 
 
 @dataclass(frozen=True)
@@ -54,7 +118,7 @@ class TokenizerSpec:
     """
 
     model: dict[str, Any]
-    tokens: list[bytes]
+    tokens: list[bytes] | PackedBytes
     token_types: np.ndarray  # int8, one TokenType per id
     scores: np.ndarray | None = None  # float32 per id (SentencePiece / Unigram / GGUF)
     merges: np.ndarray | None = None  # int32 (n, 2) id pairs, rank = row (BPE with merge_rule "pairs")

@@ -308,9 +308,12 @@ class Tokenizer:
                 return None, None
             return fast(spec)
         from .compile import pack_bytes
-        tokens = list(spec.tokens)
-        for t in spec.added_tokens:
-            tokens[t.id] = t.content.encode("utf-8")
+        tokens = spec.tokens
+        added = [(t.id, t.content.encode("utf-8")) for t in spec.added_tokens]
+        if any(tokens[tid] != content for tid, content in added):
+            tokens = list(tokens)
+            for tid, content in added:
+                tokens[tid] = content
         return pack_bytes(tokens)
 
     def _check_ids(self, ids) -> np.ndarray:
