@@ -149,7 +149,7 @@ class FusedBPE:
                 prog.prog, prog.rep_info, prog.cls_ascii, prog.cls_mask, prog.cls_neg, prog.cls_roff,
                 prog.cls_ranges, prog.gc, params, ws.rx_stack, ws.match_starts, ws.match_ends,
                 self.behavior, self.invert, ws.piece_starts, ws.piece_ends,
-                v.blob, v.offsets, v.table, m.byte_ids, m.merge_rank, p.keys, p.ranks, p.merged,
+                v.blob, v.offsets, v.table, m.byte_ids, m.merge_rank, p.slots,
                 m.flags, m.unk_id, m.max_len,
                 bpe.start, bpe.end, bpe.id, bpe.rank, bpe.prev, bpe.next, bpe.heap,
                 m.token_flags, rev_left, m.touched, bpe.stack, m.unsafe_prev,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compile import PairTable, TokenTable, check_ids
+from .compile import PairTable, TokenTable, check_ids, split_merge_rows
 from .components import Registry
 from .errors import ModelFileError, UnsupportedComponentError
 from .kernels import bpe as bpe_kernel
@@ -140,6 +140,17 @@ class BPEModel:
         unk = opts.get("unk_id")
         self.unk_id = np.int64(-1 if unk is None else unk)
         self.byte_ids = self._byte_ids(spec, flags)
+        if rule == "ranks" and flags & bpe_kernel.FLAG_BYTE_SYMBOLS and (self.byte_ids >= 0).all():
+            # every part is a token from the first byte on, so the same merges can be looked up by id
+            # pair: one cache line per lookup instead of hashing and comparing the merged bytes
+            rows = spec.merges
+            if rows is None or np.ndim(rows) != 2 or np.shape(rows)[1] != 3:
+                rows = split_merge_rows(self.vocab, model_mask(spec))
+            rows = np.asarray(rows, np.int32)
+            check_ids(rows, n, "merges", path)
+            self.pairs = PairTable.build(rows[:, 0], rows[:, 1], self.merge_rank[rows[:, 2]], rows[:, 2])
+            flags &= ~bpe_kernel.FLAG_RANK_BY_BYTES
+            self.flags = np.int64(flags)
         if flags & bpe_kernel.FLAG_BYTE_FALLBACK and unk is not None:
             self.byte_ids[self.byte_ids < 0] = unk  # a byte without a <0xXX> token is unknown
         self.max_len = np.int64(max(self.vocab.max_len, 1))
@@ -176,7 +187,7 @@ class BPEModel:
         n = bpe_kernel.bpe_encode(
             buf, starts, ends, np.int64(starts.shape[0]),
             v.blob, v.offsets, v.table, self.byte_ids, self.merge_rank,
-            p.keys, p.ranks, p.merged,
+            p.slots,
             self.flags, self.unk_id, self.max_len,
             out_ids, out_starts, out_ends,
             ws.start, ws.end, ws.id, ws.rank, ws.prev, ws.next, ws.heap,

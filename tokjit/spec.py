@@ -121,7 +121,10 @@ class TokenizerSpec:
     tokens: list[bytes] | PackedBytes
     token_types: np.ndarray  # int8, one TokenType per id
     scores: np.ndarray | None = None  # float32 per id (SentencePiece / Unigram / GGUF)
-    merges: np.ndarray | None = None  # int32 (n, 2) id pairs, rank = row (BPE with merge_rule "pairs")
+    # BPE merges, int32 rows. merge_rule "pairs": (n, 2) id pairs, rank = row, or (n, 3) with the merged
+    # id. merge_rule "ranks" (tiktoken): optional (n, 3) rows of every (left, right, merged) cut of a
+    # token into two tokens, ranked by the merged token's rank (derived from tokens when absent)
+    merges: np.ndarray | None = None
     model_mask: np.ndarray | None = None  # bool per id: the model may produce it by matching bytes
     normalizer: dict | None = None
     pre_tokenizer: dict | None = None

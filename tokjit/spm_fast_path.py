@@ -118,7 +118,7 @@ class FusedSentencePiece(FusedBPE):
             ud.first_byte, ud.child_start, ud.child_count, ud.edge_byte, ud.edge_target, ud.node_token,
             ws.ud_starts, ws.ud_ends, ws.ud_ids,
             ws.norm_buf, ws.norm_align, ws.one_start, ws.one_end,
-            v.blob, v.offsets, v.table, m.byte_ids, m.merge_rank, p.keys, p.ranks, p.merged,
+            v.blob, v.offsets, v.table, m.byte_ids, m.merge_rank, p.slots,
             m.flags, m.unk_id, m.max_len,
             bpe.start, bpe.end, bpe.id, bpe.rank, bpe.prev, bpe.next, bpe.heap,
             m.token_flags, rev_left, m.touched, bpe.stack, m.unsafe_prev,

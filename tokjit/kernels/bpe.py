@@ -49,7 +49,7 @@ def _utf8_len(lead):
 @njit(cache=True, nogil=True, inline="always")
 def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
                tok_blob, tok_offsets, tok_table, merge_rank,
-               pair_keys, pair_ranks, pair_merged, max_token_len):
+               pair_slots, max_token_len):
     """(rank, merged id) of two adjacent symbols, or (NO_RANK, -1) when they do not merge."""
     if by_bytes:
         if e_right - s_left > max_token_len:
@@ -63,10 +63,11 @@ def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
         return rank, merged
     if id_left < 0 or id_right < 0:
         return NO_RANK, -1
-    slot = pair_slot(id_left, id_right, pair_keys)
-    if pair_keys[slot] == -1:
+    slot = pair_slot(id_left, id_right, pair_slots)
+    if pair_slots[2 * slot] == -1:
         return NO_RANK, -1
-    return pair_ranks[slot], pair_merged[slot]
+    value = pair_slots[2 * slot + 1]
+    return value >> 32, value & 0xFFFFFFFF
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -181,7 +182,7 @@ def _heap_pop(heap, size):
 @njit(cache=True, nogil=True)
 def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
                tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
-               pair_keys, pair_ranks, pair_merged,
+               pair_slots,
                flags, unk_id, max_token_len,
                out_ids, out_starts, out_ends,
                ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
@@ -261,7 +262,7 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
             for k in range(m - 1):
                 r, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[k + 1], ws_id[k + 1], by_bytes,
                                     tok_blob, tok_offsets, tok_table, merge_rank,
-                                    pair_keys, pair_ranks, pair_merged, max_token_len)
+                                    pair_slots, max_token_len)
                 ws_rank[k] = r
                 ws_next[k] = mid
                 if resegment:
@@ -288,7 +289,7 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
                 if bi > 0:
                     r, mid = _pair_rank(buf, ws_start[bi - 1], ws_id[bi - 1], ws_end[bi], ws_id[bi], by_bytes,
                                         tok_blob, tok_offsets, tok_table, merge_rank,
-                                        pair_keys, pair_ranks, pair_merged, max_token_len)
+                                        pair_slots, max_token_len)
                     ws_rank[bi - 1] = r
                     ws_next[bi - 1] = mid
                     if resegment:
@@ -297,7 +298,7 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
                 if bi < m - 1:
                     r, mid = _pair_rank(buf, ws_start[bi], ws_id[bi], ws_end[bi + 1], ws_id[bi + 1], by_bytes,
                                         tok_blob, tok_offsets, tok_table, merge_rank,
-                                        pair_keys, pair_ranks, pair_merged, max_token_len)
+                                        pair_slots, max_token_len)
                     ws_rank[bi] = r
                     ws_next[bi] = mid
                     if resegment:
@@ -314,7 +315,7 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
             for k in range(m - 1):
                 r, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[k + 1], ws_id[k + 1], by_bytes,
                                     tok_blob, tok_offsets, tok_table, merge_rank,
-                                    pair_keys, pair_ranks, pair_merged, max_token_len)
+                                    pair_slots, max_token_len)
                 ws_rank[k] = r
                 if r != NO_RANK:
                     hsize = _heap_push(heap, hsize, (np.int64(r) << 32) | k)
@@ -331,7 +332,7 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
                 nk = ws_next[k]
                 _, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[nk], ws_id[nk], by_bytes,
                                     tok_blob, tok_offsets, tok_table, merge_rank,
-                                    pair_keys, pair_ranks, pair_merged, max_token_len)
+                                    pair_slots, max_token_len)
                 ws_id[k] = mid
                 ws_end[k] = ws_end[nk]
                 ws_end[nk] = -1
@@ -344,7 +345,7 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
                 if pk >= 0:
                     r3, mid3 = _pair_rank(buf, ws_start[pk], ws_id[pk], ws_end[k], ws_id[k], by_bytes,
                                           tok_blob, tok_offsets, tok_table, merge_rank,
-                                          pair_keys, pair_ranks, pair_merged, max_token_len)
+                                          pair_slots, max_token_len)
                     ws_rank[pk] = r3
                     if r3 != NO_RANK:
                         hsize = _heap_push(heap, hsize, (np.int64(r3) << 32) | pk)
@@ -354,7 +355,7 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
                 if nn >= 0:
                     r2, mid2 = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[nn], ws_id[nn], by_bytes,
                                           tok_blob, tok_offsets, tok_table, merge_rank,
-                                          pair_keys, pair_ranks, pair_merged, max_token_len)
+                                          pair_slots, max_token_len)
                     ws_rank[k] = r2
                     if r2 != NO_RANK:
                         hsize = _heap_push(heap, hsize, (np.int64(r2) << 32) | k)

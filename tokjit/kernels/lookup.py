@@ -76,29 +76,61 @@ def build_bytes_table(blob, offsets, include, table):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def pair_slot(left, right, keys):
-    """Slot of the pair (left, right) in ``keys`` (found, or the empty slot where it would go)."""
+def pair_slot(left, right, slots):
+    """Index of the pair (left, right) in ``slots`` (found, or the empty entry where it would go).
+
+    ``slots`` interleaves entries: ``slots[2 s]`` the key ``left << 32 | right`` (-1 empty),
+    ``slots[2 s + 1]`` the value ``rank << 32 | merged id``, so a lookup touches one cache line.
+    """
     key = (np.int64(left) << 32) | np.int64(right)
-    mask = keys.shape[0] - 1
+    mask = (slots.shape[0] >> 1) - 1
     h = key * PAIR_MIX
     slot = (h ^ (h >> 29)) & mask
     while True:
-        k = keys[slot]
+        k = slots[2 * slot]
         if k == key or k == -1:
             return slot
         slot = (slot + 1) & mask
 
 
 @njit(cache=True, nogil=True)
-def build_pair_table(lefts, rights, ranks, merged, keys, out_ranks, out_merged):
+def build_pair_table(lefts, rights, ranks, merged, slots):
     """Insert merge rules; the first (lowest-rank) rule for a pair wins, as in HF ``tokenizers``."""
     for i in range(lefts.shape[0]):
-        slot = pair_slot(lefts[i], rights[i], keys)
-        if keys[slot] != -1:
+        slot = pair_slot(lefts[i], rights[i], slots)
+        if slots[2 * slot] != -1:
             continue
-        keys[slot] = (np.int64(lefts[i]) << 32) | np.int64(rights[i])
-        out_ranks[slot] = ranks[i]
-        out_merged[slot] = merged[i]
+        slots[2 * slot] = (np.int64(lefts[i]) << 32) | np.int64(rights[i])
+        slots[2 * slot + 1] = (np.int64(ranks[i]) << 32) | np.int64(merged[i])
+
+
+@njit(cache=True, nogil=True)
+def token_split_pairs(blob, offsets, include, table, out_left, out_right, out_merged):
+    """Every cut of an included token into two included tokens, as (left id, right id, token id)
+    rows; returns the number written (``out_*`` hold sum(len - 1) over included tokens).
+
+    This is the pair table of tiktoken-style BPE, where two adjacent parts merge whenever their
+    concatenation is a token, so merging by id pair replaces hashing the merged bytes.
+    O(sum of len^2) over the vocabulary.
+    """
+    n = 0
+    for tid in range(offsets.shape[0] - 1):
+        if not include[tid]:
+            continue
+        s = offsets[tid]
+        e = offsets[tid + 1]
+        for cut in range(s + 1, e):
+            left = lookup_bytes(blob, s, cut, blob, offsets, table)
+            if left < 0:
+                continue
+            right = lookup_bytes(blob, cut, e, blob, offsets, table)
+            if right < 0:
+                continue
+            out_left[n] = left
+            out_right[n] = right
+            out_merged[n] = tid
+            n += 1
+    return n
 
 
 def table_size(n: int) -> int:

@@ -23,7 +23,7 @@ def encode_docs_spm(buf, doc_starts, doc_ends, n_docs, ident, ws_flags,
                     ud_starts, ud_ends, ud_ids,
                     norm_buf, norm_align, one_start, one_end,
                     tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
-                    pair_keys, pair_ranks, pair_merged, flags, unk_id, max_token_len,
+                    pair_slots, flags, unk_id, max_token_len,
                     ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
                     token_flags, rev_left, touched, bpe_stack, unsafe_prev,
                     tok_starts, tok_ends, out_ids, doc_out_end):
@@ -58,7 +58,7 @@ def encode_docs_spm(buf, doc_starts, doc_ends, n_docs, ident, ws_flags,
                         one_end[0] = gap_end
                         n_out += bpe_encode(norm_buf, one_start, one_end, 1,
                                             tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
-                                            pair_keys, pair_ranks, pair_merged, flags, unk_id, max_token_len,
+                                            pair_slots, flags, unk_id, max_token_len,
                                             out_ids[n_out:], tok_starts, tok_ends,
                                             ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
                                             token_flags, rev_left, touched, bpe_stack, unsafe_prev)

@@ -61,9 +61,12 @@ def spec_from_ranks(ranks: dict[bytes, int], pat_str: str, special_tokens: dict[
         tokens[tid] = content.encode("utf-8")
         types[tid] = TokenType.CONTROL
         added.append(AddedToken(content, tid, special=True))
+    from ..compile import TokenTable, split_merge_rows
+    # every (left, right) -> token cut, stored so that a cached load need not recompute it
+    merges = split_merge_rows(TokenTable.build(tokens, mask), mask)
     return TokenizerSpec(
         model={"type": "BPE", "merge_rule": "ranks", "byte_level": True, "ignore_merges": True},
-        tokens=tokens, token_types=types, model_mask=mask,
+        tokens=tokens, token_types=types, model_mask=mask, merges=merges,
         pre_tokenizer={"type": "Split", "pattern": {"Regex": pat_str}, "behavior": "Removed", "invert": True,
                        "syntax": "rust"},  # tiktoken's engine is fancy-regex
         decoder={"type": "ByteLevel"},
