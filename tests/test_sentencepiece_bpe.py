@@ -358,3 +358,21 @@ def test_malformed_fields_name_the_field():
     with pytest.raises(ModelFileError, match="byte offset"):
         load_sentencepiece(None, b"\x0a\xff\xff\xff\xff\x0f")
     assert np.isfinite(spec.scores).all()
+
+
+@pytest.mark.parametrize("name", ["llama2", "mistral-7b"])
+def test_spm_piece_cache_overflow_and_repeats(spm_pair, name):
+    """The fused kernel remembers word pieces per thread; 40k distinct random words (byte-fallback
+    characters, emoji, CJK, digits) overflow and refill that cache several times, and encoding the
+    same texts again is served from it: both passes must equal sentencepiece."""
+    tok, ref = spm_pair(name)
+    rng = random.Random(7)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789éßж日本語😀\u0301\U00010348"
+    words = {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(40_000)}
+    words = sorted(words)
+    rng.shuffle(words)
+    texts = [" ".join(words[i:i + 20]) for i in range(0, len(words), 20)]
+    theirs = ref.encode(texts)
+    for _ in range(2):
+        ours = tok.encode_batch(texts, num_threads=1)
+        assert ours == theirs, first_mismatch(texts, ours, theirs)

@@ -75,19 +75,28 @@ def doc_sizes(doc_starts: np.ndarray, doc_ends: np.ndarray) -> tuple[int, int, i
     return n_docs, int(lengths.max()) if n_docs else 0, int(lengths.sum()) if n_docs else 0
 
 
+class PieceCache:
+    """The arrays of one thread's piece -> ids cache (see ``kernels.fused.encode_piece_cached``),
+    kept for the life of the thread; ``arrays`` is the kernel argument order."""
+
+    def __init__(self):
+        self.arrays = (
+            np.zeros(fused.CACHE_SLOTS, np.int64),  # hash
+            np.zeros(fused.CACHE_SLOTS, np.int64),  # start of the piece's bytes in the byte pool
+            np.zeros(fused.CACHE_SLOTS, np.int64),  # piece length (0 = empty slot)
+            np.zeros(fused.CACHE_SLOTS, np.int64),  # start of its ids in the id pool
+            np.zeros(fused.CACHE_SLOTS, np.int64),  # number of ids
+            np.zeros(fused.CACHE_POOL_BYTES, np.uint8),
+            np.zeros(fused.CACHE_POOL_IDS, np.int32),
+            np.zeros(3, np.int64),  # bytes, ids, entries used
+        )
+
+
 class _Workspace:
     def __init__(self):
         self.cap = -1
         self.bpe = Workspace()  # the BPE kernel's scratch, shared layout with the staged path
-        # piece -> ids cache, kept for the life of the thread (see kernels.fused)
-        self.cache_hash = np.zeros(fused.CACHE_SLOTS, np.int64)
-        self.cache_bstart = np.zeros(fused.CACHE_SLOTS, np.int64)
-        self.cache_blen = np.zeros(fused.CACHE_SLOTS, np.int64)
-        self.cache_istart = np.zeros(fused.CACHE_SLOTS, np.int64)
-        self.cache_ilen = np.zeros(fused.CACHE_SLOTS, np.int64)
-        self.cache_bytes = np.zeros(fused.CACHE_POOL_BYTES, np.uint8)
-        self.cache_ids = np.zeros(fused.CACHE_POOL_IDS, np.int32)
-        self.cache_fill = np.zeros(3, np.int64)
+        self.cache = PieceCache()
 
     def ensure(self, longest: int):
         if longest <= self.cap:
@@ -153,9 +162,7 @@ class FusedBPE:
                 m.flags, m.unk_id, m.max_len,
                 bpe.start, bpe.end, bpe.id, bpe.rank, bpe.prev, bpe.next, bpe.heap,
                 m.token_flags, rev_left, m.touched, bpe.stack, m.unsafe_prev,
-                ws.tok_starts, ws.tok_ends, out_ids, out_pos, doc_out_end, status,
-                ws.cache_hash, ws.cache_bstart, ws.cache_blen, ws.cache_istart, ws.cache_ilen, ws.cache_bytes,
-                ws.cache_ids, ws.cache_fill)
+                ws.tok_starts, ws.tok_ends, out_ids, out_pos, doc_out_end, status, *ws.cache.arrays)
             if d < n_docs:
                 # a pathological document for the backtracking budget: the staged path (with
                 # memoization) encodes it; the fused kernel resumes after it

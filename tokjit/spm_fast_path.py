@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from .fast_path import FusedBPE, doc_sizes
+from .fast_path import FusedBPE, PieceCache, doc_sizes
 from .kernels.spm_fused import encode_docs_spm
 from .models import BPEModel, Workspace
 from .sentencepiece_normalizer import WS_DUMMY_PREFIX, WS_ESCAPE, SentencePieceNormalizer
@@ -61,6 +61,7 @@ class _Scratch:
     def __init__(self):
         self.cap = -1
         self.bpe = Workspace()
+        self.cache = PieceCache()
 
     def ensure(self, longest: int):
         if longest <= self.cap:
@@ -122,5 +123,5 @@ class FusedSentencePiece(FusedBPE):
             m.flags, m.unk_id, m.max_len,
             bpe.start, bpe.end, bpe.id, bpe.rank, bpe.prev, bpe.next, bpe.heap,
             m.token_flags, rev_left, m.touched, bpe.stack, m.unsafe_prev,
-            ws.tok_starts, ws.tok_ends, out_ids, doc_out_end)
+            ws.tok_starts, ws.tok_ends, out_ids, doc_out_end, *ws.cache.arrays)
         return out_ids[:n], doc_out_end
