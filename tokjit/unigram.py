@@ -124,6 +124,7 @@ class UnigramModel:
             self.scores = scores
             for i in np.flatnonzero(mask).tolist():
                 index[spec.tokens[i]] = i  # last one wins, like HF's token -> id map
+        self.matchable = matchable
         self.trie = VocabTrie(spec.tokens, matchable)
         self.byte_ids = np.full(256, -1, np.int32)
         for b in range(256):

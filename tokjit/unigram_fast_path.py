@@ -77,6 +77,16 @@ class _Scratch:
         self.prepend = np.empty(cap + 1, np.bool_)
         self.norm_cap = cap
 
+    def word_cache(self) -> tuple:
+        """The per-thread word cache of ``encode_words_spm`` (kept across calls)."""
+        arrays = getattr(self, "_word_cache", None)
+        if arrays is None:
+            arrays = self._word_cache = (
+                np.zeros((kernel.WORD_SLOTS, 8), np.int64), np.zeros((kernel.WORD_SLOTS, 2), np.float64),
+                np.zeros(kernel.WORD_POOL_BYTES, np.uint8), np.zeros(kernel.WORD_POOL_IDS, np.int32),
+                np.zeros(kernel.WORD_POOL_IDS, np.float32), np.zeros(4, np.int64))
+        return arrays
+
 
 def _run(call, ws: "_Scratch", n_docs: int, total: int) -> tuple[np.ndarray, np.ndarray]:
     """Drive a Unigram batch kernel: resume after growing whatever it reports too small."""
@@ -113,6 +123,7 @@ class FusedUnigram(FusedBPE):
         self.cm_strings = cm.strings if cm is not None else _EMPTY_U8
         self.cm_max_step = np.int64(max(cm.max_replacement, 4) if cm is not None else 4)
         self.protect = norm.protect  # user-defined pieces the charsmap must not touch, or None
+        self.word_cache = _word_cache_allowed(tok)
         self._local = threading.local()
 
     def _scratch(self) -> _Scratch:
@@ -143,8 +154,27 @@ class FusedUnigram(FusedBPE):
                 ws.norm_buf, ws.norm_align, ws.one_start, ws.one_end,
                 m.trie.da, m.scores, m.id_flags, m.byte_ids, m.arith, m.unk_id, m.unk_score, m.byte_fallback,
                 ws.best_score, ws.best_start, ws.best_id, ws.path_start, ws.path_end, ws.tok_starts, ws.tok_ends,
-                out_ids, out_pos, doc_out_end, need)
+                out_ids, out_pos, doc_out_end, need, self.word_cache, *ws.word_cache())
         return _run(call, ws, n_docs, total)
+
+
+def _word_cache_allowed(tok) -> bool:
+    """Whether sentencepiece's Viterbi may run word by word (``kernels.unigram_fused.encode_words_spm``):
+    float32 arithmetic, an unknown piece, U+2581 a piece of its own and never inside another piece,
+    so no piece and no run of unknown characters crosses a word start."""
+    from .kernels.unigram import ARITH_SPM
+    m = tok.model
+    if m.arith != ARITH_SPM or m.unk_id < 0:
+        return False
+    space = "\u2581".encode("utf-8")
+    matchable = m.matchable
+    have_space = False
+    for i in np.flatnonzero(matchable).tolist():
+        piece = tok.spec.tokens[i]
+        if piece.find(space, 1) >= 0:
+            return False
+        have_space = have_space or piece == space
+    return have_space
 
 
 

@@ -32,6 +32,9 @@ ARITH_SPM = 0
 ARITH_HF = 1
 # llama.cpp UGM: float64 sums like HF, but a fused run of unknowns is never looked up in the vocabulary
 ARITH_LLAMACPP = 2
+# sentencepiece's float32 scores summed exactly (float64) with decision margins tracked: the word
+# cache's certificate, never used to produce ids on its own
+ARITH_CERT = 3
 
 # sentencepiece rebases path scores once they leave [-1e5, 1e5] (kScoreResetThreshold)
 SPM_SCORE_RESET = 100000.0
@@ -234,14 +237,26 @@ def _char_len(b0):
 
 @njit(cache=True, nogil=True)
 def _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id, unk_score,
-             best_score, best_start, best_id):
-    """Best path over ``buf[s:e]``; fills ``best_*[k]`` for byte offsets k = 0..e-s (relative)."""
+             best_score, best_start, best_id, start_score):
+    """Best path over ``buf[s:e]``; fills ``best_*[k]`` for byte offsets k = 0..e-s (relative), the
+    path scores starting from ``start_score`` (the score of the path that reached ``s``; 0 for a
+    whole text).
+
+    Returns ``(margin, largest |score|)``, tracked only with ``ARITH_CERT``: sentencepiece's float32
+    candidate scores summed exactly in float64, and the smallest gap between a candidate and the best
+    it was compared with (0 for a tie). Large gaps mean float32 rounding cannot change any decision,
+    whatever score the path arrived with (see ``unigram_fused``'s word cache)."""
     size = e - s
     for k in range(size + 1):
         best_start[k] = -1
         best_id[k] = -1
         best_score[k] = 0.0
+    best_score[0] = start_score
     spm = arith == ARITH_SPM
+    cert = arith == ARITH_CERT
+    spm_scores = spm or cert
+    margin = np.inf
+    largest = 0.0
     unk_score32 = np.float32(unk_score)
     frontier = 0
     pos = 0
@@ -271,18 +286,23 @@ def _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id, unk_score,
             length = k - pos
             if k > frontier:
                 frontier = k
-            if spm:
+            if spm_scores:
                 if id_flags[tid] & ID_USER_DEFINED:
                     score32 = np.float32(0.1 * (length - 1))
                 else:
                     score32 = np.float32(scores[tid])
+            if spm:
                 cand32 = score32 + here32
                 if best_start[k] == -1 or cand32 > np.float32(best_score[k]):
                     best_score[k] = np.float64(cand32)
                     best_start[k] = pos
                     best_id[k] = tid
             else:
-                cand = scores[tid] + here
+                cand = (np.float64(score32) if cert else scores[tid]) + here
+                if cert:
+                    if best_start[k] != -1:
+                        margin = min(margin, abs(cand - best_score[k]))
+                    largest = max(largest, abs(cand))
                 if best_start[k] == -1 or cand > best_score[k]:
                     best_score[k] = cand
                     best_start[k] = pos
@@ -300,12 +320,17 @@ def _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id, unk_score,
                     best_start[k] = pos
                     best_id[k] = unk_id
             else:
-                cand = unk_score + here
+                cand = (np.float64(unk_score32) if cert else unk_score) + here
+                if cert:
+                    if best_start[k] != -1:
+                        margin = min(margin, abs(cand - best_score[k]))
+                    largest = max(largest, abs(cand))
                 if best_start[k] == -1 or cand > best_score[k]:
                     best_score[k] = cand
                     best_start[k] = pos
                     best_id[k] = unk_id
         pos += mblen
+    return margin, largest
 
 
 @njit(cache=True, nogil=True)
@@ -316,6 +341,69 @@ def _exact_id(buf, s, e, da):
         if node < 0:
             return np.int64(-1)
     return np.int64(da[node, DA_VALUE]) if e > s else np.int64(-1)
+
+
+@njit(cache=True, nogil=True, inline="always")  # per word on the HF path: a call would cost ~10%
+def emit_path(buf, s, e, best_start, best_id, da, byte_ids, arith, unk_id, byte_fallback,
+              out_ids, out_starts, out_ends, n_out, path_start, path_end):
+    """Backtrack the Viterbi result of ``buf[s:e]`` and append its tokens at ``out_*[n_out:]``: pieces
+    as they are, runs of unknown nodes fused (or spelled as byte pieces), as ``unigram_encode``
+    documents. Returns ``(new n_out, path length)`` with the path's nodes left in ``path_*``
+    (reversed: index 0 is the last node), or ``(MISSING_UNK, 0)``."""
+    # backtrack into path_* (reversed)
+    n_path = 0
+    k = e - s
+    while k > 0:
+        path_start[n_path] = best_start[k]
+        path_end[n_path] = k
+        n_path += 1
+        k = best_start[k]
+    j = n_path - 1
+    while j >= 0:
+        ts = path_start[j]
+        te = path_end[j]
+        tid = best_id[te]
+        if tid < 0:
+            return MISSING_UNK, 0
+        if tid != unk_id:
+            out_ids[n_out] = tid
+            out_starts[n_out] = s + ts
+            out_ends[n_out] = s + te
+            n_out += 1
+            j -= 1
+            continue
+        # a run of unknown nodes
+        run_end = te
+        j -= 1
+        if not (arith == ARITH_SPM and byte_fallback):
+            while j >= 0 and best_id[path_end[j]] == unk_id:
+                run_end = path_end[j]
+                j -= 1
+        rid = unk_id
+        if arith == ARITH_HF:
+            found = _exact_id(buf, s + ts, s + run_end, da)
+            if found >= 0:
+                rid = found
+        if rid == unk_id and byte_fallback:
+            ok = True
+            if arith == ARITH_HF:
+                for b in range(s + ts, s + run_end):
+                    if byte_ids[buf[b]] < 0:
+                        ok = False
+                        break
+            if ok:
+                for b in range(s + ts, s + run_end):
+                    bid = byte_ids[buf[b]]
+                    out_ids[n_out] = bid if bid >= 0 else unk_id
+                    out_starts[n_out] = s + ts
+                    out_ends[n_out] = s + run_end
+                    n_out += 1
+                continue
+        out_ids[n_out] = rid
+        out_starts[n_out] = s + ts
+        out_ends[n_out] = s + run_end
+        n_out += 1
+    return n_out, n_path
 
 
 @njit(cache=True, nogil=True)
@@ -341,61 +429,12 @@ def unigram_encode(buf, starts, ends, n_pieces, da, scores, id_flags, byte_ids,
         if unk_id < 0:
             # the reference fails only when the unknown node is actually needed; find out first
             _viterbi(buf, s, e, da, scores, id_flags, arith, np.int64(-2),
-                     unk_score, best_score, best_start, best_id)
+                     unk_score, best_score, best_start, best_id, 0.0)
         else:
             _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id,
-                     unk_score, best_score, best_start, best_id)
-        # backtrack into path_* (reversed)
-        n_path = 0
-        k = e - s
-        while k > 0:
-            path_start[n_path] = best_start[k]
-            path_end[n_path] = k
-            n_path += 1
-            k = best_start[k]
-        j = n_path - 1
-        while j >= 0:
-            ts = path_start[j]
-            te = path_end[j]
-            tid = best_id[te]
-            if tid < 0:
-                return MISSING_UNK
-            if tid != unk_id:
-                out_ids[n_out] = tid
-                out_starts[n_out] = s + ts
-                out_ends[n_out] = s + te
-                n_out += 1
-                j -= 1
-                continue
-            # a run of unknown nodes
-            run_end = te
-            j -= 1
-            if not (arith == ARITH_SPM and byte_fallback):
-                while j >= 0 and best_id[path_end[j]] == unk_id:
-                    run_end = path_end[j]
-                    j -= 1
-            rid = unk_id
-            if arith == ARITH_HF:
-                found = _exact_id(buf, s + ts, s + run_end, da)
-                if found >= 0:
-                    rid = found
-            if rid == unk_id and byte_fallback:
-                ok = True
-                if arith == ARITH_HF:
-                    for b in range(s + ts, s + run_end):
-                        if byte_ids[buf[b]] < 0:
-                            ok = False
-                            break
-                if ok:
-                    for b in range(s + ts, s + run_end):
-                        bid = byte_ids[buf[b]]
-                        out_ids[n_out] = bid if bid >= 0 else unk_id
-                        out_starts[n_out] = s + ts
-                        out_ends[n_out] = s + run_end
-                        n_out += 1
-                    continue
-            out_ids[n_out] = rid
-            out_starts[n_out] = s + ts
-            out_ends[n_out] = s + run_end
-            n_out += 1
+                     unk_score, best_score, best_start, best_id, 0.0)
+        n_out, _ = emit_path(buf, s, e, best_start, best_id, da, byte_ids, arith, unk_id, byte_fallback,
+                             out_ids, out_starts, out_ends, n_out, path_start, path_end)
+        if n_out < 0:
+            return MISSING_UNK
     return n_out

@@ -18,7 +18,9 @@ from ..added_tokens import find_added_tokens
 from ..sentencepiece_normalizer import sentencepiece_whitespace
 from ..pre_tokenizers import metaspace_pieces
 from .charsmap import hf_normalize, spm_normalize
-from .unigram import MISSING_UNK, unigram_encode
+from .lookup import bytes_equal, hash_bytes
+from .unigram import (ARITH_CERT, ARITH_SPM, ID_USER_DEFINED, MISSING_UNK, SPM_SCORE_RESET, _char_len, _viterbi,
+                      emit_path, unigram_encode)
 from .wordpiece import bert_pre_tokenize
 
 STATUS_DONE = 0
@@ -36,6 +38,158 @@ def _copy_unnormalized(buf, start, end, out, out_src):
     return end - start
 
 
+# word cache of the sentencepiece Unigram kernel (``encode_words_spm``): slots, longest word, pools
+WORD_SLOTS = 1 << 16
+WORD_MAX_BYTES = 64
+WORD_POOL_BYTES = 1 << 19
+WORD_POOL_IDS = 1 << 18
+# per-slot int64 fields of ``wc_meta``
+WM_HASH, WM_BSTART, WM_BLEN, WM_ISTART, WM_ILEN, WM_PSTART, WM_PLEN, WM_CHARS = 0, 1, 2, 3, 4, 5, 6, 7
+# 2**-24: float32's unit roundoff
+F32_UNIT = 5.9604644775390625e-08
+
+
+@njit(cache=True, nogil=True)
+def _next_word_end(buf, p, n):
+    """First character start after ``p`` (stepping as the Viterbi does) holding U+2581, else ``n``."""
+    q = p + _char_len(buf[p])
+    while q < n:
+        if q + 3 <= n and buf[q] == 0xE2 and buf[q + 1] == 0x96 and buf[q + 2] == 0x81:
+            return q
+        q += _char_len(buf[q])
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _word_slot(buf, p, q, wc_meta, wc_bytes):
+    h = hash_bytes(buf, p, q)
+    mask = wc_meta.shape[0] - 1
+    slot = h & mask
+    while wc_meta[slot, WM_BLEN] > 0:
+        if wc_meta[slot, WM_HASH] == h and wc_meta[slot, WM_BLEN] == q - p and \
+                bytes_equal(wc_bytes, wc_meta[slot, WM_BSTART], buf, p, q - p):
+            return slot
+        slot = (slot + 1) & mask
+    return slot
+
+
+@njit(cache=True, nogil=True)
+def encode_words_spm(buf, n, da, scores, id_flags, byte_ids, unk_id, unk_score, byte_fallback,
+                     out_ids, n_out, tok_starts, tok_ends, best_score, best_start, best_id, path_start, path_end,
+                     wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill):
+    """sentencepiece's Viterbi over normalized ``buf[:n]`` (float32, ``ARITH_SPM``), word by word, with
+    a per-thread cache of word -> ids; appends at ``out_ids[n_out:]`` and returns the new count.
+
+    Exact because: no vocabulary piece has U+2581 after its first character (the caller checks), so
+    every path passes through each U+2581 and the text splits into words whose Viterbi depends on the
+    rest only through the path score ``h`` arriving at the word (and the score reset, replayed). A
+    word's float32 decisions can still depend on ``h`` through rounding, so a word is cached with a
+    certificate: every comparison its Viterbi makes, summed exactly, differs by more than the float32
+    error the sums can carry at magnitude ``|h| + largest`` (``chars * 2**-24 * magnitude``, 4x over),
+    and no score reset falls inside it. A hit that meets the certificate for the current ``h`` copies
+    the ids and refolds ``h`` over the cached float32 piece scores, as the Viterbi sums them; anything
+    else runs the Viterbi on the word from ``h``. O(bytes) for hits, the Viterbi's cost for the rest.
+    """
+    unk32 = np.float32(unk_score)
+    h = 0.0  # a float32 value: the best path score at the current word start
+    p = 0
+    while p < n:
+        q = _next_word_end(buf, p, n)
+        if h < -SPM_SCORE_RESET or h > SPM_SCORE_RESET:
+            h = 0.0  # the Viterbi's score reset at the word start (nothing else is reached yet)
+        size = q - p
+        slot = -1
+        if size <= WORD_MAX_BYTES:
+            slot = _word_slot(buf, p, q, wc_meta, wc_bytes)
+            if wc_meta[slot, WM_BLEN] > 0:
+                magnitude = abs(h) + wc_cert[slot, 1]
+                if magnitude + 1.0 < SPM_SCORE_RESET and \
+                        wc_cert[slot, 0] > 4.0 * wc_meta[slot, WM_CHARS] * F32_UNIT * magnitude:
+                    i0 = wc_meta[slot, WM_ISTART]
+                    n_ids = wc_meta[slot, WM_ILEN]
+                    for k in range(n_ids):
+                        out_ids[n_out + k] = wc_ids[i0 + k]
+                    n_out += n_ids
+                    h32 = np.float32(h)
+                    s0 = wc_meta[slot, WM_PSTART]
+                    for k in range(wc_meta[slot, WM_PLEN]):
+                        h32 = wc_scores[s0 + k] + h32
+                    h = np.float64(h32)
+                    p = q
+                    continue
+                slot = -1  # cached, but not certain for this h: compute, keep the entry
+        _viterbi(buf, p, q, da, scores, id_flags, ARITH_SPM, unk_id, unk_score, best_score, best_start, best_id, h)
+        h_end = best_score[size]
+        first = n_out
+        got, n_path = emit_path(buf, p, q, best_start, best_id, da, byte_ids, ARITH_SPM, unk_id, byte_fallback,
+                                out_ids[n_out:], tok_starts, tok_ends, 0, path_start, path_end)
+        if got < 0:
+            return MISSING_UNK
+        n_out += got
+        if slot >= 0:
+            margin, largest = _viterbi(buf, p, q, da, scores, id_flags, ARITH_CERT, unk_id, unk_score,
+                                       best_score, best_start, best_id, 0.0)
+            magnitude = abs(h) + largest
+            chars = 0
+            for k in range(p, q):
+                if (buf[k] & 0xC0) != 0x80:
+                    chars += 1
+            # the exact path must be the one just emitted (it is, when the certificate holds)
+            same = magnitude + 1.0 < SPM_SCORE_RESET and margin > 4.0 * chars * F32_UNIT * magnitude
+            k = size
+            j = 0
+            while same and k > 0:
+                if j >= n_path or best_start[k] != path_start[j] or path_end[j] != k:
+                    same = False
+                k = best_start[k]
+                j += 1
+            if same and j == n_path:
+                n_ids = n_out - first
+                if wc_fill[0] + size > wc_bytes.shape[0] or wc_fill[1] + n_ids > wc_ids.shape[0] or \
+                        wc_fill[2] + n_path > wc_scores.shape[0] or 2 * wc_fill[3] > wc_meta.shape[0]:
+                    for i in range(wc_meta.shape[0]):
+                        wc_meta[i, WM_BLEN] = 0
+                    wc_fill[0] = 0
+                    wc_fill[1] = 0
+                    wc_fill[2] = 0
+                    wc_fill[3] = 0
+                    slot = _word_slot(buf, p, q, wc_meta, wc_bytes)
+                b0 = wc_fill[0]
+                for k in range(size):
+                    wc_bytes[b0 + k] = buf[p + k]
+                i0 = wc_fill[1]
+                for k in range(n_ids):
+                    wc_ids[i0 + k] = out_ids[first + k]
+                s0 = wc_fill[2]
+                for j in range(n_path):  # node scores from the first node on, as the Viterbi adds them
+                    node = n_path - 1 - j
+                    length = path_end[node] - path_start[node]
+                    tid = best_id[path_end[node]]
+                    if tid == unk_id:
+                        wc_scores[s0 + j] = unk32
+                    elif id_flags[tid] & ID_USER_DEFINED:
+                        wc_scores[s0 + j] = np.float32(0.1 * (length - 1))
+                    else:
+                        wc_scores[s0 + j] = np.float32(scores[tid])
+                wc_meta[slot, WM_HASH] = hash_bytes(buf, p, q)
+                wc_meta[slot, WM_BSTART] = b0
+                wc_meta[slot, WM_BLEN] = size
+                wc_meta[slot, WM_ISTART] = i0
+                wc_meta[slot, WM_ILEN] = n_ids
+                wc_meta[slot, WM_PSTART] = s0
+                wc_meta[slot, WM_PLEN] = n_path
+                wc_meta[slot, WM_CHARS] = chars
+                wc_cert[slot, 0] = margin
+                wc_cert[slot, 1] = largest
+                wc_fill[0] = b0 + size
+                wc_fill[1] = i0 + n_ids
+                wc_fill[2] = s0 + n_path
+                wc_fill[3] += 1
+        h = h_end
+        p = q
+    return n_out
+
+
 @njit(cache=True, nogil=True)
 def encode_docs_unigram_spm(buf, doc_starts, doc_ends, first_doc, n_docs, ws_flags,
                             at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token,
@@ -46,14 +200,16 @@ def encode_docs_unigram_spm(buf, doc_starts, doc_ends, first_doc, n_docs, ws_fla
                             norm_buf, norm_align, one_start, one_end,
                             da, scores, id_flags, byte_ids, arith, unk_id, unk_score, byte_fallback,
                             best_score, best_start, best_id, path_start, path_end, tok_starts, tok_ends,
-                            out_ids, out_pos, doc_out_end, need):
+                            out_ids, out_pos, doc_out_end, need,
+                            word_cache, wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill):
     """Encode documents ``first_doc..n_docs-1`` appending ids at ``out_pos[0]``; returns
     ``(next document, status)``. A document is written whole or not at all.
 
     Capacities the caller guarantees: ``at_*`` and ``ud_*`` >= longest document + 1; the rest are
     checked here against the actual sizes (``cm_*`` hold the charsmap output, ``norm_*``, ``best_*``,
     ``path_*`` and ``tok_*`` the whitespace-normalized segment, ``out_ids`` the ids). O(normalized bytes
-    * longest piece), as the Viterbi.
+    * longest piece), as the Viterbi. With ``word_cache`` (the caller checked the vocabulary allows
+    it) the Viterbi runs word by word through ``encode_words_spm``'s cache.
     """
     cm_cap = cm_buf.shape[0]
     norm_cap = norm_buf.shape[0]
@@ -110,15 +266,24 @@ def encode_docs_unigram_spm(buf, doc_starts, doc_ends, first_doc, n_docs, ws_fla
                     if n_out + n + n_added + 1 > out_cap:
                         need[0] = n + n_added + 1 + (de - seg_end) * 3 * cm_max_step
                         return d, STATUS_GROW_OUT
-                    one_start[0] = 0
-                    one_end[0] = n
-                    got = unigram_encode(norm_buf, one_start, one_end, 1, da, scores, id_flags, byte_ids,
-                                         arith, unk_id, unk_score, byte_fallback,
-                                         out_ids[n_out:], tok_starts, tok_ends,
-                                         best_score, best_start, best_id, path_start, path_end)
-                    if got == MISSING_UNK:
-                        return d, STATUS_MISSING_UNK
-                    n_out += got
+                    if word_cache:
+                        got = encode_words_spm(norm_buf, n, da, scores, id_flags, byte_ids, unk_id, unk_score,
+                                               byte_fallback, out_ids, n_out, tok_starts, tok_ends,
+                                               best_score, best_start, best_id, path_start, path_end,
+                                               wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill)
+                        if got == MISSING_UNK:
+                            return d, STATUS_MISSING_UNK
+                        n_out = got
+                    else:
+                        one_start[0] = 0
+                        one_end[0] = n
+                        got = unigram_encode(norm_buf, one_start, one_end, 1, da, scores, id_flags, byte_ids,
+                                             arith, unk_id, unk_score, byte_fallback,
+                                             out_ids[n_out:], tok_starts, tok_ends,
+                                             best_score, best_start, best_id, path_start, path_end)
+                        if got == MISSING_UNK:
+                            return d, STATUS_MISSING_UNK
+                        n_out += got
             if a < n_added:
                 if n_out + 1 > out_cap:
                     need[0] = n_added + 1
