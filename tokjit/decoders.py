@@ -16,6 +16,7 @@ from numba import njit
 
 from .components import Registry
 from .errors import UnsupportedComponentError
+from .spec import PackedBytes
 
 DECODERS = Registry("decoder")
 DECODER_BUILDERS = DECODERS.builders
@@ -341,8 +342,9 @@ def _utf8_finish(data: bytes, errors: str) -> str:
     return data.decode("utf-8", errors)
 
 
-def _strict_finish(after: list):
-    """UTF-8 text or None (the exact chain decides about invalid byte runs), then whole-text steps."""
+def _strict_finish(post):
+    """UTF-8 text passed through ``post``, or None when the bytes are not valid UTF-8 (the exact
+    chain decides about invalid byte runs; ``errors="strict"`` raises as it would)."""
     def finish(data: bytes, errors: str):
         try:
             text = data.decode("utf-8")
@@ -350,9 +352,7 @@ def _strict_finish(after: list):
             if errors == "strict":
                 raise
             return None
-        for step in after:
-            text = step.map_token(text, 0)
-        return text
+        return post(text)
     return finish
 
 
@@ -399,13 +399,11 @@ def pieces_decoder_for(tokenizer):
 
 
 def _split_blob(blob: np.ndarray, offsets: np.ndarray) -> list[bytes]:
-    raw = blob.tobytes()
-    offs = offsets.tolist()
-    return [raw[offs[i]:offs[i + 1]] for i in range(len(offs) - 1)]
+    return PackedBytes(blob, offsets).tolist()
 
 
-def _chain_pieces_decoder(decoder, tokenizer, special):
-    """``pieces_decoder`` hook of the HF chain decoders (see :class:`FastChain`)."""
+def _fast_chain(decoder) -> "FastChain | None":
+    """The decoder's :class:`FastChain`, built once, or None when its steps need context."""
     fast = decoder.__dict__.get("_fast", False)
     if fast is False:
         try:
@@ -413,6 +411,12 @@ def _chain_pieces_decoder(decoder, tokenizer, special):
         except UnsupportedComponentError:
             fast = None
         decoder._fast = fast
+    return fast
+
+
+def _chain_pieces_decoder(decoder, tokenizer, special):
+    """``pieces_decoder`` hook of the HF chain decoders (see :class:`FastChain`)."""
+    fast = _fast_chain(decoder)
     if fast is None:
         return None
     pieces = _split_blob(*fast.build(tokenizer))
@@ -420,7 +424,12 @@ def _chain_pieces_decoder(decoder, tokenizer, special):
     if fast.first_differs:
         def first(tid: int) -> bytes:
             return fast.token_bytes(tokenizer.id_to_token(tid), 0)
-    return JoinedPieces(pieces, special, _strict_finish(fast.after), first)
+
+    def after(text: str) -> str:
+        for step in fast.after:
+            text = step.map_token(text, 0)
+        return text
+    return JoinedPieces(pieces, special, _strict_finish(after), first)
 
 
 _NO_SKIP: dict[int, np.ndarray] = {}
@@ -442,13 +451,7 @@ def _chain_decode_ids(decoder, tokenizer, arr: np.ndarray, skip_special_tokens: 
     def slow(ids):
         return "".join(decoder.decode_chain([tokenizer.id_to_token(int(t)) for t in ids.tolist()]))
 
-    fast = decoder.__dict__.get("_fast", False)
-    if fast is False:
-        try:
-            fast = FastChain(decoder.steps if isinstance(decoder, Sequence) else [decoder])
-        except UnsupportedComponentError:
-            fast = None
-        decoder._fast = fast
+    fast = _fast_chain(decoder)
     if fast is None:
         return slow(arr)
     return fast.decode(tokenizer, arr, slow, errors)
@@ -678,15 +681,7 @@ class SentencePiecePieces(JoinedPieces):
     __slots__ = ("kinds", "leading_ws", "strip_leading", "remove_extra")
 
     def __init__(self, decoder: SentencePieceDecoder, pieces: list, special: list):
-        def finish(data: bytes, errors: str):
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                if errors == "strict":
-                    raise
-                return None
-            return decoder._denormalize(text)
-        super().__init__(pieces, special, finish)
+        super().__init__(pieces, special, _strict_finish(decoder._denormalize))
         self.kinds = decoder._kinds.tolist()
         self.leading_ws = decoder._leading_ws.tolist()
         self.strip_leading = decoder.strip_leading

@@ -341,13 +341,7 @@ class Tokenizer:
     def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False, errors: str = "replace") -> str:
         """Decode ids to text; invalid UTF-8 becomes U+FFFD unless ``errors`` says otherwise."""
         m = _metrics.ACTIVE
-        if m is None and type(ids) is list:
-            fast = self._pieces_decoder
-            if fast:
-                text = fast.decode(ids, skip_special_tokens, errors)
-                if text is not None:
-                    return text
-        elif m is not None:
+        if m is not None:
             t0 = _metrics.now()
             ids = ids if hasattr(ids, "__len__") else list(ids)
             text = self._decode_text(ids, skip_special_tokens, errors)
