@@ -23,6 +23,9 @@ from .unigram import UnigramModel
 _NO_USER_DEFINED = AddedTokenMatcher([])  # an empty trie for models without protected pieces
 _EMPTY_U32 = np.zeros(1, np.uint32)
 _EMPTY_U8 = np.zeros(1, np.uint8)
+# stands in for the word cache's arrays (same dtypes and shapes' rank) when a model cannot use it
+_NO_WORD_CACHE = (np.zeros((1, 8), np.int64), np.zeros((1, 2), np.float64), np.zeros(1, np.uint8),
+                  np.zeros(1, np.int32), np.zeros(1, np.float32), np.zeros(4, np.int64))
 
 
 def unigram_fused_path_for(tok) -> "FusedUnigram | None":
@@ -154,7 +157,8 @@ class FusedUnigram(FusedBPE):
                 ws.norm_buf, ws.norm_align, ws.one_start, ws.one_end,
                 m.trie.da, m.scores, m.id_flags, m.byte_ids, m.arith, m.unk_id, m.unk_score, m.byte_fallback,
                 ws.best_score, ws.best_start, ws.best_id, ws.path_start, ws.path_end, ws.tok_starts, ws.tok_ends,
-                out_ids, out_pos, doc_out_end, need, self.word_cache, *ws.word_cache())
+                out_ids, out_pos, doc_out_end, need, self.word_cache,
+                *(ws.word_cache() if self.word_cache else _NO_WORD_CACHE))
         return _run(call, ws, n_docs, total)
 
 
