@@ -14,6 +14,9 @@ from .load import detect_format, load
 from .registry import get_encoding, list_encoding_names
 from .spec import AddedToken, TokenizerSpec, TokenType
 from .tokenizer import Tokenizer
+from .kernels import compile_notice as _compile_notice
+
+_compile_notice.install()
 
 __version__ = "0.1.0"
 

@@ -16,13 +16,11 @@ import threading
 
 import numpy as np
 
-from .kernels import fused
+from .kernels import fused, structs
+from .kernels.compile_notice import compile_notice
 from .models import BPEModel, Workspace
 from .pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
 from .thread_pool import thread_pool
-
-STEP_BUDGET_PER_BYTE = 256
-
 
 def _split_regex(pre) -> tuple[object, int, bool] | None:
     """(compiled regex, behaviour, invert) when ``pre`` is a single regex split."""
@@ -92,89 +90,19 @@ class PieceCache:
         )
 
 
-class _Workspace:
-    def __init__(self):
-        self.cap = -1
-        self.bpe = Workspace()  # the BPE kernel's scratch, shared layout with the staged path
-        self.cache = PieceCache()
+class FusedPath:
+    """What every fused path shares: a batch of str -> one buffer, cut into contiguous chunks of about
+    equal bytes, one chunk per thread (``encode_texts``); documents the kernel hands back are encoded
+    by the staged pipeline and spliced in (``_splice``). A family implements ``encode_docs`` and, for
+    cheap single calls, ``encode_list``."""
 
-    def ensure(self, longest: int):
-        if longest <= self.cap:
-            return self
-        cap = max(longest, 2 * self.cap, 1024)
-        self.at_starts = np.empty(cap + 1, np.int64)
-        self.at_ends = np.empty(cap + 1, np.int64)
-        self.at_ids = np.empty(cap + 1, np.int64)
-        self.match_starts = np.empty(cap + 16, np.int64)
-        self.match_ends = np.empty(cap + 16, np.int64)
-        self.piece_starts = np.empty(2 * cap + 16, np.int64)
-        self.piece_ends = np.empty(2 * cap + 16, np.int64)
-        self.rx_stack = np.empty(4096, np.int64)
-        self.bpe.grow(cap + 1)
-        self.tok_starts = np.empty(cap + 1, np.int64)
-        self.tok_ends = np.empty(cap + 1, np.int64)
-        self.cap = cap
-        return self
-
-
-class FusedBPE:
-    def __init__(self, tok, regex, behavior: int, invert: bool):
-        self.tok = tok
-        self.regex = regex
-        self.behavior = np.int64(behavior)
-        self.invert = bool(invert)
-        self.model: BPEModel = tok.model
-        self._local = threading.local()
-
-    def _workspace(self, longest: int) -> _Workspace:
-        ws = getattr(self._local, "ws", None)
-        if ws is None:
-            ws = self._local.ws = _Workspace()
-        return ws.ensure(longest)
-
-    def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
-                    parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, per-document end offsets into ids) for documents ``buf[doc_starts[i]:doc_ends[i]]``."""
-        n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
-        ws = self._workspace(longest)
-        m = self.model
-        bpe = ws.bpe
-        rev_left = bpe.rev_left(m.token_flags.shape[0])
-        matcher = self.tok._match_all if parse_special else self.tok._match_plain
-        prog = self.regex.program
-        params = np.array([0, STEP_BUDGET_PER_BYTE * (longest + 1) + 100_000, prog.n_memo], np.int64)
-        out_ids = np.empty(total + 1, np.int32)
-        out_pos = np.zeros(1, np.int64)
-        doc_out_end = np.zeros(n_docs, np.int64)
-        status = np.zeros(1, np.int64)
-        v, p = m.vocab, m.pairs
-        extra: dict[int, np.ndarray] = {}
-        d = 0
-        while d < n_docs:
-            d = fused.encode_docs_bpe(
-                buf, doc_starts, doc_ends, np.int64(d), np.int64(n_docs),
-                matcher.first_byte, matcher.child_start, matcher.child_count, matcher.edge_byte,
-                matcher.edge_target, matcher.node_token, ws.at_starts, ws.at_ends, ws.at_ids,
-                prog.prog, prog.rep_info, prog.cls_ascii, prog.cls_mask, prog.cls_neg, prog.cls_roff,
-                prog.cls_ranges, prog.gc, params, ws.rx_stack, ws.match_starts, ws.match_ends,
-                self.behavior, self.invert, ws.piece_starts, ws.piece_ends,
-                v.blob, v.offsets, v.table, m.byte_ids, m.merge_rank, p.slots,
-                m.flags, m.unk_id, m.max_len,
-                bpe.start, bpe.end, bpe.id, bpe.rank, bpe.prev, bpe.next, bpe.heap,
-                m.token_flags, rev_left, m.touched, bpe.stack, m.unsafe_prev,
-                ws.tok_starts, ws.tok_ends, out_ids, out_pos, doc_out_end, status, *ws.cache.arrays)
-            if d < n_docs:
-                # a pathological document for the backtracking budget: the staged path (with
-                # memoization) encodes it; the fused kernel resumes after it
-                seg = buf[doc_starts[d]:doc_ends[d]]
-                ids, _, _ = self.tok._encode_staged(seg, parse_special, want_spans=False)
-                extra[d] = ids
-                doc_out_end[d] = out_pos[0]
-                d += 1
-        ids = out_ids[:out_pos[0]]
-        if extra:
-            ids, doc_out_end = self._splice(ids, doc_out_end, extra)
-        return ids, doc_out_end
+    def encode_list(self, text: str, parse_special: bool) -> list[int]:
+        """Ids of one text as a list (families without a single-text kernel go through ``encode_docs``)."""
+        from .tokenizer import text_to_utf8
+        buf = text_to_utf8(text)
+        n = buf.shape[0]
+        ids, _ = self.encode_docs(buf, _ZERO, np.full(1, n, np.int64), parse_special)
+        return ids.tolist()
 
     @staticmethod
     def _splice(ids, doc_out_end, extra):
@@ -190,19 +118,8 @@ class FusedBPE:
 
     def encode_texts(self, texts, parse_special: bool, num_threads: int):
         """(flat ids, offsets of len(texts) + 1) for a list of str, over ``num_threads`` threads."""
-        from .tokenizer import text_to_utf8
-
-        encoded = []
-        for t in texts:
-            try:
-                encoded.append(t.encode("utf-8"))
-            except (UnicodeEncodeError, AttributeError):
-                encoded.append(text_to_utf8(t).tobytes())
-        n = len(encoded)
-        lengths = np.fromiter(map(len, encoded), np.int64, count=n)
-        doc_ends = np.cumsum(lengths)
-        doc_starts = doc_ends - lengths
-        buf = np.frombuffer(b"".join(encoded), np.uint8)
+        buf, doc_starts, doc_ends = utf8_documents(texts)
+        n = doc_starts.shape[0]
         offsets = np.zeros(n + 1, np.int64)
         if n == 0:
             return np.zeros(0, np.int32), offsets
@@ -227,3 +144,147 @@ class FusedBPE:
             offsets[bounds[i] + 1:bounds[i + 1] + 1] = ends + base
             base += ids.shape[0]
         return np.concatenate([r[0] for r in results]), offsets
+
+
+_ZERO = np.zeros(1, np.int64)
+
+
+def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(writable uint8 buffer, starts, ends) of the UTF-8 of ``texts``; lone surrogates become U+FFFD
+    (``text_to_utf8``). The buffer is writable so every kernel sees one array type."""
+    from .tokenizer import text_to_utf8
+    encoded = []
+    for t in texts:
+        try:
+            encoded.append(t.encode("utf-8"))
+        except (UnicodeEncodeError, AttributeError):
+            encoded.append(text_to_utf8(t).tobytes())
+    n = len(encoded)
+    lengths = np.fromiter(map(len, encoded), np.int64, count=n)
+    doc_ends = np.cumsum(lengths)
+    doc_starts = doc_ends - lengths
+    buf = np.frombuffer(bytearray(b"".join(encoded)), np.uint8)
+    return buf, doc_starts, doc_ends
+
+
+class _BPEThread:
+    """One thread's buffers for the byte-level BPE kernel, as numpy arrays (kept so Python can read
+    ``out``) and as the two structures the kernel takes; rebuilt larger when a text does not fit."""
+
+    def __init__(self, model: BPEModel, pipes, cap: int, cache: PieceCache | None = None):
+        cap = max(cap, 1024)
+        self.cap = cap
+        self.text = np.empty(cap, np.uint8)
+        self.doc_starts = np.zeros(1, np.int64)
+        self.doc_ends = np.zeros(1, np.int64)
+        self.out = np.empty(cap + 1, np.int32)
+        self.out_view = memoryview(self.out)
+        self.doc_out_end = np.zeros(1, np.int64)
+        self.io = np.zeros(4, np.int64)
+        self.at_starts = np.empty(cap + 1, np.int64)
+        self.at_ends = np.empty(cap + 1, np.int64)
+        self.at_ids = np.empty(cap + 1, np.int64)
+        self.match_starts = np.empty(cap + 16, np.int64)
+        self.match_ends = np.empty(cap + 16, np.int64)
+        self.piece_starts = np.empty(2 * cap + 16, np.int64)
+        self.piece_ends = np.empty(2 * cap + 16, np.int64)
+        self.rx_stack = np.empty(4096, np.int64)
+        self.rx_params = np.zeros(3, np.int64)
+        self.tok_starts = np.empty(cap + 1, np.int64)
+        self.tok_ends = np.empty(cap + 1, np.int64)
+        self.spans = structs.make_spans(self)
+        ws = Workspace()
+        ws.grow(cap + 1)
+        self.cache = cache if cache is not None else PieceCache()  # kept when the buffers grow
+        self.bpe = structs.make_bpe_scratch(ws, ws.rev_left(model.token_flags.shape[0]),
+                                            np.zeros(model.touched.shape[0], np.int64), self.cache)
+        # indexed by parse_special
+        self.sessions = tuple(structs.make_bpe_session(pipe, self.spans, self.bpe) for pipe in pipes)
+
+
+class FusedBPE(FusedPath):
+    def __init__(self, tok, regex, behavior: int, invert: bool):
+        self.tok = tok
+        self.model: BPEModel = tok.model
+        vocab = structs.make_bpe_vocab(self.model)
+        rx = structs.make_regex(regex.program, behavior, invert)
+        # indexed by parse_special
+        self.pipes = (structs.make_bpe_pipe(structs.make_trie(tok._match_plain), rx, vocab),
+                      structs.make_bpe_pipe(structs.make_trie(tok._match_all), rx, vocab))
+        self._local = threading.local()
+        self._entry = None
+
+    def _thread(self, longest: int) -> _BPEThread:
+        st = getattr(self._local, "st", None)
+        if st is None or st.cap < longest:
+            st = self._local.st = _BPEThread(self.model, self.pipes, max(longest, 2 * st.cap if st else 0),
+                                             st.cache if st else None)
+        return st
+
+    def encode_list(self, text: str, parse_special: bool) -> list[int]:
+        try:
+            data = text.encode("utf-8")
+        except (UnicodeEncodeError, AttributeError):
+            from .tokenizer import text_to_utf8
+            data = text_to_utf8(text).tobytes()
+        try:
+            st = self._local.st
+        except AttributeError:
+            st = self._thread(0)
+        entry = self._entry
+        if entry is None:
+            entry = self._entry = kernel_entry(fused.encode_text_bpe, st.sessions[0], data)
+        n = entry(st.sessions[parse_special], data)
+        if n >= 0:
+            return st.out_view[:n].tolist()
+        if n == fused.GROW:
+            st = self._thread(len(data))
+            n = entry(st.sessions[parse_special], data)
+            if n >= 0:
+                return st.out_view[:n].tolist()
+        # the regex needs memoization on this text: the staged path runs it
+        ids, _, _ = self.tok._encode_staged(np.frombuffer(data, np.uint8), parse_special, want_spans=False)
+        return ids.tolist()
+
+    def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
+                    parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, per-document end offsets into ids) for documents ``buf[doc_starts[i]:doc_ends[i]]``."""
+        buf = np.require(buf, np.uint8, ("C", "W"))
+        doc_starts = np.ascontiguousarray(doc_starts, np.int64)
+        doc_ends = np.ascontiguousarray(doc_ends, np.int64)
+        n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
+        st = self._thread(longest)
+        session = st.sessions[parse_special]
+        out_ids = np.empty(total + 1, np.int32)
+        doc_out_end = np.zeros(n_docs, np.int64)
+        st.io[0] = 0
+        extra: dict[int, np.ndarray] = {}
+        d = 0
+        while d < n_docs:
+            d = fused.encode_docs_bpe(session, buf, doc_starts, doc_ends, d, n_docs, out_ids, doc_out_end)
+            if d < n_docs:
+                # a pathological document for the backtracking budget: the staged path (with
+                # memoization) encodes it; the fused kernel resumes after it
+                seg = buf[doc_starts[d]:doc_ends[d]]
+                ids, _, _ = self.tok._encode_staged(seg, parse_special, want_spans=False)
+                extra[d] = ids
+                doc_out_end[d] = st.io[0]
+                d += 1
+        ids = out_ids[:st.io[0]]
+        if extra:
+            ids, doc_out_end = self._splice(ids, doc_out_end, extra)
+        return ids, doc_out_end
+
+
+def kernel_entry(dispatcher, *args):
+    """The compiled entry point of ``dispatcher`` for the types of ``args`` (loaded from numba's cache
+    or compiled now, with a notice the first time): calling it skips numba's per-call dispatch
+    (typing every argument, ~0.2 us per structure). Only ever called with arguments of those types."""
+    from numba import typeof
+    sig = tuple(typeof(a) for a in args)
+    overload = dispatcher.overloads.get(sig)
+    if overload is None:
+        compile_notice(dispatcher, sig)
+        dispatcher.compile(sig)
+        overload = dispatcher.overloads[sig]
+    return overload.entry_point

@@ -3,7 +3,7 @@
 Chosen by :func:`spm_fused_path_for` when the pipeline is exactly: a ``SentencePieceNormalizer``
 without charsmap, or tokenizer.json components that amount to one (see :func:`_hf_whitespace_flags`),
 no pre-tokenizer, a BPE model, added tokens without lstrip/rstrip/single_word.
-Batches use the document chunking and threading of :class:`tokjit.fast_path.FusedBPE`.
+Batches use the document chunking and threading of :class:`tokjit.fast_path.FusedPath`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from .fast_path import FusedBPE, PieceCache, doc_sizes
+from .fast_path import FusedPath, PieceCache, doc_sizes
 from .kernels.spm_fused import encode_docs_spm
 from .models import BPEModel, Workspace
 from .sentencepiece_normalizer import WS_DUMMY_PREFIX, WS_ESCAPE, SentencePieceNormalizer
@@ -86,7 +86,7 @@ class _Scratch:
         return self
 
 
-class FusedSentencePiece(FusedBPE):
+class FusedSentencePiece(FusedPath):
     def __init__(self, tok, ws_flags):
         self.tok = tok
         self.model: BPEModel = tok.model

@@ -33,7 +33,8 @@ def text_to_utf8(text: str) -> np.ndarray:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
         data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
-    return np.frombuffer(data, np.uint8)
+    # writable, so every kernel is compiled for one array type
+    return np.frombuffer(bytearray(data), np.uint8)
 
 
 def _display_name(path) -> str:
@@ -102,6 +103,7 @@ class Tokenizer:
         self._decode_blob, self._decode_offsets = self._build_decode_table()
         self._pieces_decoder = False  # built on first decode (decoders.pieces_decoder_for)
         self._fused = fused_path_for(self)
+        self._encode_list = self._fused.encode_list if self._fused is not None else None
 
     def _normalize_text(self, text: str) -> str:
         buf, _ = self.normalizer(np.frombuffer(text.encode("utf-8"), np.uint8), None)
@@ -122,10 +124,17 @@ class Tokenizer:
         ``add_special_tokens=True`` adds BOS/EOS or the post-processor template.
         """
         m = _metrics.ACTIVE
+        fast = self._encode_list
+        if m is None and fast is not None:
+            out = fast(text, parse_special)
+            return self.post_process(out) if add_special_tokens else out
         t0 = _metrics.now() if m is not None else 0.0
         buf = text_to_utf8(text)
-        ids, _, _ = self._encode_array(buf, parse_special, want_spans=False)
-        out = ids.tolist()
+        if fast is not None:
+            out = fast(text, parse_special)
+        else:
+            ids, _, _ = self._encode_array(buf, parse_special, want_spans=False)
+            out = ids.tolist()
         if add_special_tokens:
             out = self.post_process(out)
         if m is not None:

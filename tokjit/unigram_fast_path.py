@@ -4,7 +4,7 @@
 Chosen by :func:`unigram_fused_path_for` when the pipeline is exactly: a ``SentencePieceNormalizer``
 (with or without charsmap), no pre-tokenizer, a ``Unigram`` model, no added tokens matched in the
 normalized text, and raw added tokens without lstrip/rstrip/single_word. Batches use the document
-chunking and threading of :class:`tokjit.fast_path.FusedBPE`.
+chunking and threading of :class:`tokjit.fast_path.FusedPath`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from .added_tokens import AddedTokenMatcher
 from .errors import InputError
-from .fast_path import FusedBPE, doc_sizes
+from .fast_path import FusedPath, doc_sizes
 from .kernels import unigram_fused as kernel
 from .sentencepiece_normalizer import SentencePieceNormalizer
 from .unigram import UnigramModel
@@ -114,7 +114,7 @@ def _run(call, ws: "_Scratch", n_docs: int, total: int) -> tuple[np.ndarray, np.
                              "model defines no unk_id")
 
 
-class FusedUnigram(FusedBPE):
+class FusedUnigram(FusedPath):
     def __init__(self, tok):
         self.tok = tok
         self.model: UnigramModel = tok.model

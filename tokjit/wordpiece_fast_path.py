@@ -3,7 +3,7 @@
 Chosen by :func:`wordpiece_fused_path_for` when the pipeline is exactly: a ``BertNormalizer``, a
 ``BertPreTokenizer`` or ``WhitespaceSplit`` pre-tokenizer, a ``WordPiece`` model, and added tokens
 without lstrip/rstrip/single_word (raw or normalized). Batches use the document chunking and
-threading of :class:`tokjit.fast_path.FusedBPE`.
+threading of :class:`tokjit.fast_path.FusedPath`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from .compile import TokenTable
-from .fast_path import FusedBPE
+from .fast_path import FusedPath
 from .kernels.wordpiece_fused import STATUS_OK, STATUS_OUT_FULL, encode_docs_wordpiece
 from .models import model_mask
 from .wordpiece import BertNormalizer, BertPreTokenizer, WhitespaceSplit, WordPieceModel
@@ -63,7 +63,7 @@ class _Scratch:
         return self
 
 
-class FusedWordPiece(FusedBPE):
+class FusedWordPiece(FusedPath):
     def __init__(self, tok):
         self.tok = tok
         self.model: WordPieceModel = tok.model

@@ -30,42 +30,81 @@ CACHE_POOL_BYTES = 1 << 20
 CACHE_POOL_IDS = 1 << 19
 
 
-@njit(cache=True, nogil=True)
-def encode_docs_bpe(buf, doc_starts, doc_ends, first_doc, last_doc,
-                    at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token,
-                    at_starts, at_ends, at_ids,
-                    rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff, rx_ranges, rx_gc, rx_params,
-                    rx_stack, match_starts, match_ends, behavior, invert, piece_starts, piece_ends,
-                    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
-                    pair_slots, flags, unk_id, max_token_len,
-                    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
-                    token_flags, rev_left, touched, bpe_stack, unsafe_prev,
-                    tok_starts, tok_ends, out_ids, out_pos, doc_out_end, status,
-                    cache_hash, cache_bstart, cache_blen, cache_istart, cache_ilen, cache_bytes, cache_ids,
-                    cache_fill):
-    """Encode documents ``first_doc..last_doc-1`` of ``buf``; returns the index of the first document
-    not finished (``last_doc`` when all are done) and sets ``status[0]``.
+STEP_BUDGET_PER_BYTE = 256  # backtracking steps per byte before a document goes to the memoizing path
 
-    Per document: leftmost-longest added-token matches (trie), then for every gap the regex matches
+GROW = -1  # encode_text_bpe: the thread's buffers are too small for this text (need in io[2])
+FALLBACK = -2  # encode_text_bpe: the regex needs the memoizing (staged) path for this text
+
+
+@njit(cache=True, nogil=True)
+def encode_text_bpe(session, text):
+    """One text (``bytes``) through :func:`encode_docs_bpe`; returns the number of ids in ``sp.out``,
+    or GROW / FALLBACK. The single-text entry point: two arguments to unbox, no allocation."""
+    sp = session.spans
+    n = len(text)
+    buf = sp.text
+    if n > buf.shape[0] or n + 1 > sp.out.shape[0]:
+        sp.io[2] = n
+        return GROW
+    for i in range(n):
+        buf[i] = text[i]
+    sp.doc_starts[0] = 0
+    sp.doc_ends[0] = n
+    sp.io[0] = 0
+    if encode_docs_bpe(session, buf, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end) < 1:
+        return FALLBACK
+    return sp.io[0]
+
+
+@njit(cache=True, nogil=True)
+def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end):
+    """Encode documents ``first_doc..last_doc-1`` of ``buf``; returns the index of the first document
+    not finished (``last_doc`` when all are done) and sets ``sp.io[1]`` to the status.
+
+    ``session`` (:data:`~tokjit.kernels.structs.BPE_SESSION`) holds the compiled tokenizer (``pipe``)
+    and the calling thread's buffers (``spans``, ``bpe``). Per document:
+    leftmost-longest added-token matches (trie), then for every gap the regex matches
     (``find_matches``), the HF split behaviour and BPE (``bpe_encode``), exactly as the staged
-    pipeline does. Ids are appended to ``out_ids`` from ``out_pos[0]``; ``doc_out_end[d]`` is the end of
-    document ``d``'s ids. O(total bytes) apart from BPE's own bounds. Workspaces must hold the longest
-    document: matches/pieces >= 2 * bytes + 16, BPE workspaces >= bytes + 1, ``tok_*`` >= bytes.
+    pipeline does. Ids are appended to ``out_ids`` from ``sp.io[0]``; ``doc_out_end[d]`` is the end of
+    document ``d``'s ids. O(total bytes) apart from BPE's own bounds. ``sp`` must hold the longest
+    document: matches/pieces >= 2 * bytes + 16, ``bs`` and ``tok_*`` >= bytes + 1.
 
     A piece's ids depend only on its bytes, so short pieces are remembered in the ``cache_*`` table
     (as HF's BPE cache does; text repeats words): a hit copies the ids instead of merging again.
     ``cache_blen[slot] == 0`` marks an empty slot; ``cache_fill`` = [bytes, ids, entries] used.
     """
-    status[0] = STATUS_OK
-    n_out = out_pos[0]
+    pipe, sp, bs = session.pipe, session.spans, session.bpe
+    at = pipe.trie
+    at_first, at_child_start, at_child_count = at.first_byte, at.child_start, at.child_count
+    at_edge_byte, at_edge_target, at_token = at.edge_byte, at.edge_target, at.node_token
+    rx = pipe.regex
+    rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg = rx.prog, rx.rep_info, rx.cls_ascii, rx.cls_mask, rx.cls_neg
+    rx_roff, rx_ranges, rx_gc, behavior, invert = rx.cls_roff, rx.cls_ranges, rx.gc, rx.behavior, rx.invert
+    v = pipe.vocab
+    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank = v.blob, v.offsets, v.table, v.byte_ids, v.merge_rank
+    pair_slots, flags, unk_id, max_token_len = v.pair_slots, v.flags, v.unk_id, v.max_len
+    token_flags, unsafe_prev = v.token_flags, v.unsafe_prev
+    at_starts, at_ends, at_ids = sp.at_starts, sp.at_ends, sp.at_ids
+    match_starts, match_ends, piece_starts, piece_ends = sp.match_starts, sp.match_ends, sp.piece_starts, sp.piece_ends
+    rx_stack, rx_params, tok_starts, tok_ends, io = sp.rx_stack, sp.rx_params, sp.tok_starts, sp.tok_ends, sp.io
+    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next = bs.start, bs.end, bs.id, bs.rank, bs.prev, bs.next
+    heap, bpe_stack, rev_left, touched = bs.heap, bs.stack, bs.rev_left, bs.touched
+    cache_hash, cache_bstart, cache_blen = bs.cache_hash, bs.cache_bstart, bs.cache_blen
+    cache_istart, cache_ilen, cache_bytes, cache_ids, cache_fill = \
+        bs.cache_istart, bs.cache_ilen, bs.cache_bytes, bs.cache_ids, bs.cache_fill
+    rx_params[0] = 0
+    rx_params[2] = rx.n_memo
+    io[1] = STATUS_OK
+    n_out = io[0]
     cap = out_ids.shape[0]
     for d in range(first_doc, last_doc):
         ds = doc_starts[d]
         de = doc_ends[d]
         if cap - n_out < de - ds:
-            status[0] = STATUS_OUT_FULL
-            out_pos[0] = n_out
+            io[1] = STATUS_OUT_FULL
+            io[0] = n_out
             return d
+        rx_params[1] = STEP_BUDGET_PER_BYTE * (de - ds + 1) + 100_000
         n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
                                     at_edge_target, at_token, at_starts, at_ends, at_ids)
         doc_begin = n_out
@@ -76,8 +115,8 @@ def encode_docs_bpe(buf, doc_starts, doc_ends, first_doc, last_doc,
                 n_m = find_matches(buf, pos, seg_end, rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff,
                                    rx_ranges, rx_gc, rx_params, match_starts, match_ends, rx_stack)
                 if n_m < 0:
-                    status[0] = STATUS_REGEX_STACK
-                    out_pos[0] = doc_begin
+                    io[1] = STATUS_REGEX_STACK
+                    io[0] = doc_begin
                     return d
                 n_p = apply_split_behavior(pos, seg_end, match_starts, match_ends, n_m, behavior, invert,
                                            piece_starts, piece_ends, 0)
@@ -126,7 +165,7 @@ def encode_docs_bpe(buf, doc_starts, doc_ends, first_doc, last_doc,
                 n_out += 1
                 pos = at_ends[a]
         doc_out_end[d] = n_out
-    out_pos[0] = n_out
+    io[0] = n_out
     return last_doc
 
 
