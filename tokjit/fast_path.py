@@ -13,6 +13,7 @@ so concurrent calls from many Python threads are safe.
 from __future__ import annotations
 
 import threading
+from unicodedata import is_normalized
 
 import numpy as np
 
@@ -56,14 +57,28 @@ def fused_path_for(tok) -> "FusedBPE | None":
     wordpiece_path = wordpiece_fused_path_for(tok)  # BERT-style WordPiece pipelines have their own kernel
     if wordpiece_path is not None:
         return wordpiece_path
-    if tok.normalizer is not None or not isinstance(tok.model, BPEModel):
+    if not isinstance(tok.model, BPEModel):
         return None
+    form = None
+    if tok.normalizer is not None:
+        form = _unicode_form(tok.normalizer)
+        if form is None or not (tok._match_all_norm.empty and tok._match_plain_norm.empty):
+            return None
     split = _split_regex(tok.pre_tokenizer)
     if split is None:
         return None
     if tok._match_all.has_flags or tok._match_plain.has_flags:
         return None
-    return FusedBPE(tok, *split)
+    return FusedBPE(tok, *split, form)
+
+
+def _unicode_form(normalizer) -> str | None:
+    """"NFC" etc. when the normalizer is exactly one Unicode normal form (Qwen 2/2.5/3 use NFC)."""
+    from .normalizers import Sequence as NormSequence, UnicodeForm
+    steps = list(normalizer.steps) if type(normalizer) is NormSequence else [normalizer]
+    if len(steps) == 1 and type(steps[0]) is UnicodeForm:
+        return steps[0].form
+    return None
 
 
 def doc_sizes(doc_starts: np.ndarray, doc_ends: np.ndarray) -> tuple[int, int, int]:
@@ -106,11 +121,11 @@ class FusedPath:
 
     @staticmethod
     def _splice(ids, doc_out_end, extra):
+        """Replace the ids of documents ``extra`` (whatever the kernel wrote for them) with ``extra[d]``."""
         parts, ends, prev, total = [], np.empty_like(doc_out_end), 0, 0
         for d in range(doc_out_end.shape[0]):
             chunk = extra[d] if d in extra else ids[prev:doc_out_end[d]]
-            if d not in extra:
-                prev = doc_out_end[d]
+            prev = doc_out_end[d]
             parts.append(chunk)
             total += chunk.shape[0]
             ends[d] = total
@@ -203,8 +218,16 @@ class _BPEThread:
 
 
 class FusedBPE(FusedPath):
-    def __init__(self, tok, regex, behavior: int, invert: bool):
+    """Byte-level BPE after one split regex, optionally after a Unicode normal form (``form``).
+
+    A normal form runs as a check, not a rewrite: most text already is in that form, and for such
+    text normalizing changes nothing, so the kernel's ids are HF's. Text that is not (``unicodedata.
+    is_normalized``, a quick C scan) goes through the staged pipeline, which normalizes each
+    segment between added tokens as HF does."""
+
+    def __init__(self, tok, regex, behavior: int, invert: bool, form: str | None = None):
         self.tok = tok
+        self.form = form
         self.model: BPEModel = tok.model
         vocab = structs.make_bpe_vocab(self.model)
         rx = structs.make_regex(regex.program, behavior, invert)
@@ -222,6 +245,8 @@ class FusedBPE(FusedPath):
         return st
 
     def encode_list(self, text: str, parse_special: bool) -> list[int]:
+        if self.form is not None and not (type(text) is str and is_normalized(self.form, text)):
+            return FusedPath.encode_list(self, text, parse_special)
         try:
             data = text.encode("utf-8")
         except (UnicodeEncodeError, AttributeError):
@@ -270,6 +295,12 @@ class FusedBPE(FusedPath):
                 extra[d] = ids
                 doc_out_end[d] = st.io[0]
                 d += 1
+        if self.form is not None:
+            for d in range(n_docs):
+                text = buf[doc_starts[d]:doc_ends[d]].tobytes().decode("utf-8", "replace")
+                if d not in extra and not is_normalized(self.form, text):
+                    seg = buf[doc_starts[d]:doc_ends[d]]
+                    extra[d] = self.tok._encode_staged(seg, parse_special, want_spans=False)[0]
         ids = out_ids[:st.io[0]]
         if extra:
             ids, doc_out_end = self._splice(ids, doc_out_end, extra)
