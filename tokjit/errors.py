@@ -52,5 +52,9 @@ class InputError(TokjitError, ValueError):
     """Input text or ids that cannot be processed (for example an id outside the vocabulary)."""
 
 
+class TextTypeError(InputError, TypeError):
+    """A text argument that is not ``str`` (or a batch given as one ``str``)."""
+
+
 class CacheError(TokjitError, OSError):
     """The on-disk compiled-vocab cache could not be read or written."""

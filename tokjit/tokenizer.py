@@ -13,7 +13,7 @@ import numpy as np
 from . import decoders as decoders_mod
 from .added_tokens import AddedTokenMatcher
 from .fast_path import fused_path_for
-from .errors import InputError, UnknownEncodingError
+from .errors import InputError, TextTypeError, UnknownEncodingError
 from .models import Workspace, build_model
 from .normalizers import build_normalizer
 from .post_processors import build_post_processor
@@ -28,13 +28,20 @@ _EMPTY_I64 = np.zeros(0, np.int64)
 def text_to_utf8(text: str) -> np.ndarray:
     """UTF-8 bytes of ``text``; lone surrogates (not encodable) become U+FFFD, as tiktoken does."""
     if not isinstance(text, str):
-        raise InputError(f"expected str, got {type(text).__name__}")
+        raise TextTypeError(f"expected str, got {type(text).__name__}")
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
         data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
     # writable, so every kernel is compiled for one array type
     return np.frombuffer(bytearray(data), np.uint8)
+
+
+def _text_list(texts) -> list:
+    """A batch as a list; one ``str`` is refused rather than encoded as its characters."""
+    if isinstance(texts, (str, bytes)):
+        raise TextTypeError(f"a batch is a sequence of str, got one {type(texts).__name__}: wrap it in a list")
+    return texts if type(texts) is list else list(texts)
 
 
 def _display_name(path) -> str:
@@ -155,8 +162,9 @@ class Tokenizer:
     def encode_batch(self, texts: Sequence[str], *, num_threads: int | None = None,
                      add_special_tokens: bool = False, parse_special: bool = False) -> list[list[int]]:
         """Encode many texts over a thread pool; kernels release the GIL."""
+        texts = _text_list(texts)
         if self._fused is not None:
-            flat, offsets = self._fused.encode_texts(list(texts), parse_special, self._threads(num_threads))
+            flat, offsets = self._fused.encode_texts(texts, parse_special, self._threads(num_threads))
             ids = flat.tolist()
             out = [ids[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
             return [self.post_process(x) for x in out] if add_special_tokens else out
@@ -168,8 +176,9 @@ class Tokenizer:
     def encode_batch_numpy(self, texts: Sequence[str], *, num_threads: int | None = None,
                            add_special_tokens: bool = False, parse_special: bool = False):
         """Encode many texts into one flat int32 array plus int64 offsets (``len(texts) + 1``)."""
+        texts = _text_list(texts)
         if self._fused is not None and not (add_special_tokens and self.post_processor is not None):
-            return self._fused.encode_texts(list(texts), parse_special, self._threads(num_threads))
+            return self._fused.encode_texts(texts, parse_special, self._threads(num_threads))
 
         def one(t):
             return self.encode_to_numpy(t, add_special_tokens=add_special_tokens, parse_special=parse_special)
@@ -182,7 +191,11 @@ class Tokenizer:
 
     @staticmethod
     def _threads(num_threads: int | None) -> int:
-        return min(os.cpu_count() or 1, 8) if num_threads is None else max(1, int(num_threads))
+        if num_threads is None:
+            return min(os.cpu_count() or 1, 8)
+        if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) or num_threads < 1:
+            raise InputError(f"num_threads must be a positive int or None, got {num_threads!r}")
+        return int(num_threads)
 
     def _map(self, fn, items, num_threads):
         items = list(items)
