@@ -493,7 +493,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=3, help="warm runs per engine (best is reported)")
     p.add_argument("--compare", action="store_true", help="also time tiktoken / HF tokenizers if installed")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("precompile", help="compile the numba kernels of every family now (once per install)")
+    p.add_argument("--family", action="append", metavar="NAME",
+                   help="only this family (repeatable); default: all")
+    p.add_argument("--processes", type=int, default=None, help="worker processes (default: one per core)")
+    p.set_defaults(func=cmd_precompile)
     return parser
+
+
+def cmd_precompile(args) -> int:
+    import time
+    from .precompile import FAMILIES, precompile
+    if args.family and any(f not in FAMILIES for f in args.family):
+        print(f"tokjit: error: unknown family; known: {', '.join(FAMILIES)}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    precompile(args.family, processes=args.processes, log=lambda line: print(line, flush=True))
+    print(f"compiled in {time.perf_counter() - t0:.1f} s; numba's cache now holds every kernel")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
