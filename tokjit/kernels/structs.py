@@ -49,21 +49,23 @@ TrieType, Trie, TRIE = _declare("Trie", [
 
 
 @njit(cache=True)
-def _new_trie(first_byte, child_start, child_count, edge_byte, edge_target, node_token):
+def _new_trie(fields):
+    """A TRIE from the tuple of its fields in declaration order (one parameter: a constructor
+    with one per field would pass numba's 16-parameter budget)."""
     s = structref.new(TRIE)
-    s.first_byte = first_byte
-    s.child_start = child_start
-    s.child_count = child_count
-    s.edge_byte = edge_byte
-    s.edge_target = edge_target
-    s.node_token = node_token
+    s.first_byte = fields[0]
+    s.child_start = fields[1]
+    s.child_count = fields[2]
+    s.edge_byte = fields[3]
+    s.edge_target = fields[4]
+    s.node_token = fields[5]
     return s
 
 
 def make_trie(matcher) -> Trie:
     m = matcher
-    return _new_trie(_arr(m.first_byte, np.bool_), _arr(m.child_start, np.int64), _arr(m.child_count, np.int64),
-                     _arr(m.edge_byte, np.uint8), _arr(m.edge_target, np.int64), _arr(m.node_token, np.int64))
+    return _new_trie((_arr(m.first_byte, np.bool_), _arr(m.child_start, np.int64), _arr(m.child_count, np.int64),
+                      _arr(m.edge_byte, np.uint8), _arr(m.edge_target, np.int64), _arr(m.node_token, np.int64)))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -77,29 +79,30 @@ RegexType, Regex, REGEX = _declare("Regex", [
 
 
 @njit(cache=True)
-def _new_regex(prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc, n_memo, behavior,
-               invert):
+def _new_regex(fields):
+    """A REGEX from the tuple of its fields in declaration order (one parameter: a constructor
+    with one per field would pass numba's 16-parameter budget)."""
     s = structref.new(REGEX)
-    s.prog = prog
-    s.rep_info = rep_info
-    s.cls_ascii = cls_ascii
-    s.cls_mask = cls_mask
-    s.cls_neg = cls_neg
-    s.cls_roff = cls_roff
-    s.cls_ranges = cls_ranges
-    s.gc = gc
-    s.n_memo = n_memo
-    s.behavior = behavior
-    s.invert = invert
+    s.prog = fields[0]
+    s.rep_info = fields[1]
+    s.cls_ascii = fields[2]
+    s.cls_mask = fields[3]
+    s.cls_neg = fields[4]
+    s.cls_roff = fields[5]
+    s.cls_ranges = fields[6]
+    s.gc = fields[7]
+    s.n_memo = fields[8]
+    s.behavior = fields[9]
+    s.invert = fields[10]
     return s
 
 
 def make_regex(program, behavior: int, invert: bool) -> Regex:
     p = program
-    return _new_regex(_arr(p.prog, np.int32), _arr(p.rep_info, np.int32), _arr(p.cls_ascii, np.uint8),
-                      _arr(p.cls_mask, np.uint64), _arr(p.cls_neg, np.uint8), _arr(p.cls_roff, np.int32),
-                      _arr(p.cls_ranges, np.int32), _arr(p.gc, np.uint8), np.int64(p.n_memo),
-                      np.int64(behavior), bool(invert))
+    return _new_regex((_arr(p.prog, np.int32), _arr(p.rep_info, np.int32), _arr(p.cls_ascii, np.uint8),
+                       _arr(p.cls_mask, np.uint64), _arr(p.cls_neg, np.uint8), _arr(p.cls_roff, np.int32),
+                       _arr(p.cls_ranges, np.int32), _arr(p.gc, np.uint8), np.int64(p.n_memo),
+                       np.int64(behavior), bool(invert)))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -113,29 +116,30 @@ BPEVocabType, BPEVocab, BPE_VOCAB = _declare("BPEVocab", [
 
 
 @njit(cache=True)
-def _new_bpe_vocab(blob, offsets, table, byte_ids, merge_rank, pair_slots, flags, unk_id, max_len,
-                   token_flags, unsafe_prev):
+def _new_bpe_vocab(fields):
+    """A BPE_VOCAB from the tuple of its fields in declaration order (one parameter: a constructor
+    with one per field would pass numba's 16-parameter budget)."""
     s = structref.new(BPE_VOCAB)
-    s.blob = blob
-    s.offsets = offsets
-    s.table = table
-    s.byte_ids = byte_ids
-    s.merge_rank = merge_rank
-    s.pair_slots = pair_slots
-    s.flags = flags
-    s.unk_id = unk_id
-    s.max_len = max_len
-    s.token_flags = token_flags
-    s.unsafe_prev = unsafe_prev
+    s.blob = fields[0]
+    s.offsets = fields[1]
+    s.table = fields[2]
+    s.byte_ids = fields[3]
+    s.merge_rank = fields[4]
+    s.pair_slots = fields[5]
+    s.flags = fields[6]
+    s.unk_id = fields[7]
+    s.max_len = fields[8]
+    s.token_flags = fields[9]
+    s.unsafe_prev = fields[10]
     return s
 
 
 def make_bpe_vocab(model) -> BPEVocab:
     m, v = model, model.vocab
-    return _new_bpe_vocab(_arr(v.blob, np.uint8), _arr(v.offsets, np.int64), _arr(v.table, np.int32),
-                          _arr(m.byte_ids, np.int32), _arr(m.merge_rank, np.int64), _arr(m.pairs.slots, np.int64),
-                          np.int64(m.flags), np.int64(m.unk_id), np.int64(m.max_len),
-                          _arr(m.token_flags, np.uint8), _arr(m.unsafe_prev, np.int64))
+    return _new_bpe_vocab((_arr(v.blob, np.uint8), _arr(v.offsets, np.int64), _arr(v.table, np.int32),
+                           _arr(m.byte_ids, np.int32), _arr(m.merge_rank, np.int64), _arr(m.pairs.slots, np.int64),
+                           np.int64(m.flags), np.int64(m.unk_id), np.int64(m.max_len),
+                           _arr(m.token_flags, np.uint8), _arr(m.unsafe_prev, np.int64)))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -150,36 +154,36 @@ BPEScratchType, BPEScratch, BPE_SCRATCH = _declare("BPEScratch", [
 
 
 @njit(cache=True)
-def _new_bpe_scratch(start, end, id_, rank, prev, next_, heap, stack, rev_left, touched,
-                     cache_hash, cache_bstart, cache_blen, cache_istart, cache_ilen, cache_bytes, cache_ids,
-                     cache_fill):
+def _new_bpe_scratch(fields):
+    """A BPE_SCRATCH from the tuple of its fields in declaration order (one parameter: a constructor
+    with one per field would pass numba's 16-parameter budget)."""
     s = structref.new(BPE_SCRATCH)
-    s.start = start
-    s.end = end
-    s.id = id_
-    s.rank = rank
-    s.prev = prev
-    s.next = next_
-    s.heap = heap
-    s.stack = stack
-    s.rev_left = rev_left
-    s.touched = touched
-    s.cache_hash = cache_hash
-    s.cache_bstart = cache_bstart
-    s.cache_blen = cache_blen
-    s.cache_istart = cache_istart
-    s.cache_ilen = cache_ilen
-    s.cache_bytes = cache_bytes
-    s.cache_ids = cache_ids
-    s.cache_fill = cache_fill
+    s.start = fields[0]
+    s.end = fields[1]
+    s.id = fields[2]
+    s.rank = fields[3]
+    s.prev = fields[4]
+    s.next = fields[5]
+    s.heap = fields[6]
+    s.stack = fields[7]
+    s.rev_left = fields[8]
+    s.touched = fields[9]
+    s.cache_hash = fields[10]
+    s.cache_bstart = fields[11]
+    s.cache_blen = fields[12]
+    s.cache_istart = fields[13]
+    s.cache_ilen = fields[14]
+    s.cache_bytes = fields[15]
+    s.cache_ids = fields[16]
+    s.cache_fill = fields[17]
     return s
 
 
 def make_bpe_scratch(workspace, rev_left, touched, cache) -> BPEScratch:
     """From a :class:`tokjit.models.Workspace`, the per-id ``rev_left``, ``touched`` and a piece cache."""
     w = workspace
-    return _new_bpe_scratch(w.start, w.end, w.id, w.rank, w.prev, w.next, w.heap, w.stack, rev_left, touched,
-                            *cache.arrays)
+    return _new_bpe_scratch((w.start, w.end, w.id, w.rank, w.prev, w.next, w.heap, w.stack, rev_left, touched,
+                             *cache.arrays))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -195,34 +199,35 @@ SpansType, Spans, SPANS = _declare("Spans", [
 
 
 @njit(cache=True)
-def _new_spans(text, doc_starts, doc_ends, out, doc_out_end, io, at_starts, at_ends, at_ids, match_starts,
-               match_ends, piece_starts, piece_ends, rx_stack, rx_params, tok_starts, tok_ends):
+def _new_spans(fields):
+    """A SPANS from the tuple of its fields in declaration order (one parameter: a constructor
+    with one per field would pass numba's 16-parameter budget)."""
     s = structref.new(SPANS)
-    s.text = text
-    s.doc_starts = doc_starts
-    s.doc_ends = doc_ends
-    s.out = out
-    s.doc_out_end = doc_out_end
-    s.io = io
-    s.at_starts = at_starts
-    s.at_ends = at_ends
-    s.at_ids = at_ids
-    s.match_starts = match_starts
-    s.match_ends = match_ends
-    s.piece_starts = piece_starts
-    s.piece_ends = piece_ends
-    s.rx_stack = rx_stack
-    s.rx_params = rx_params
-    s.tok_starts = tok_starts
-    s.tok_ends = tok_ends
+    s.text = fields[0]
+    s.doc_starts = fields[1]
+    s.doc_ends = fields[2]
+    s.out = fields[3]
+    s.doc_out_end = fields[4]
+    s.io = fields[5]
+    s.at_starts = fields[6]
+    s.at_ends = fields[7]
+    s.at_ids = fields[8]
+    s.match_starts = fields[9]
+    s.match_ends = fields[10]
+    s.piece_starts = fields[11]
+    s.piece_ends = fields[12]
+    s.rx_stack = fields[13]
+    s.rx_params = fields[14]
+    s.tok_starts = fields[15]
+    s.tok_ends = fields[16]
     return s
 
 
 def make_spans(b) -> Spans:
     """From an object holding the arrays under the field names (see ``tokjit.fast_path._Buffers``)."""
-    return _new_spans(b.text, b.doc_starts, b.doc_ends, b.out, b.doc_out_end, b.io, b.at_starts, b.at_ends,
-                      b.at_ids, b.match_starts, b.match_ends, b.piece_starts, b.piece_ends, b.rx_stack,
-                      b.rx_params, b.tok_starts, b.tok_ends)
+    return _new_spans((b.text, b.doc_starts, b.doc_ends, b.out, b.doc_out_end, b.io, b.at_starts, b.at_ends,
+                       b.at_ids, b.match_starts, b.match_ends, b.piece_starts, b.piece_ends, b.rx_stack,
+                       b.rx_params, b.tok_starts, b.tok_ends))
 
 
 def _arr(a, dtype) -> np.ndarray:
@@ -236,11 +241,13 @@ BPEPipeType, BPEPipe, BPE_PIPE = _declare("BPEPipe", [("trie", TRIE), ("regex", 
 
 
 @njit(cache=True)
-def make_bpe_pipe(trie, regex, vocab):
+def _new_bpe_pipe(fields):
+    """A BPE_PIPE from the tuple of its fields in declaration order (one parameter: a constructor
+    with one per field would pass numba's 16-parameter budget)."""
     s = structref.new(BPE_PIPE)
-    s.trie = trie
-    s.regex = regex
-    s.vocab = vocab
+    s.trie = fields[0]
+    s.regex = fields[1]
+    s.vocab = fields[2]
     return s
 
 
@@ -251,9 +258,19 @@ BPESessionType, BPESession, BPE_SESSION = _declare("BPESession", [
 
 
 @njit(cache=True)
-def make_bpe_session(pipe, spans, bpe):
+def _new_bpe_session(fields):
+    """A BPE_SESSION from the tuple of its fields in declaration order (one parameter: a constructor
+    with one per field would pass numba's 16-parameter budget)."""
     s = structref.new(BPE_SESSION)
-    s.pipe = pipe
-    s.spans = spans
-    s.bpe = bpe
+    s.pipe = fields[0]
+    s.spans = fields[1]
+    s.bpe = fields[2]
     return s
+
+
+def make_bpe_pipe(trie, regex, vocab) -> BPEPipe:
+    return _new_bpe_pipe((trie, regex, vocab))
+
+
+def make_bpe_session(pipe, spans, bpe) -> BPESession:
+    return _new_bpe_session((pipe, spans, bpe))
