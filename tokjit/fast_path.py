@@ -248,7 +248,7 @@ class FusedBPE(FusedPath):
         if self.form is not None and not (type(text) is str and is_normalized(self.form, text)):
             return FusedPath.encode_list(self, text, parse_special)
         try:
-            data = text.encode("utf-8")
+            data = text.encode()
         except (UnicodeEncodeError, AttributeError):
             from .tokenizer import text_to_utf8
             data = text_to_utf8(text).tobytes()
@@ -268,7 +268,8 @@ class FusedBPE(FusedPath):
             if n >= 0:
                 return st.out_view[:n].tolist()
         # the regex needs memoization on this text: the staged path runs it
-        ids, _, _ = self.tok._encode_staged(np.frombuffer(data, np.uint8), parse_special, want_spans=False)
+        ids, _, _ = self.tok._encode_staged(np.frombuffer(bytearray(data), np.uint8), parse_special,
+                                            want_spans=False)
         return ids.tolist()
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
