@@ -2,7 +2,8 @@
 
 With no input file, commands read the sample text bundled with the package (``-`` reads stdin); with no
 ``-t``, they use the bundled ``o200k_base`` encoding, so ``tokjit count`` works offline on a fresh
-install. Long inputs show a progress bar with throughput on stderr when it is a terminal (or with
+install. ``decode`` is the exception to both: it needs ``-t`` (ids mean nothing without their
+tokenizer) and reads ids from a file or piped stdin. Long inputs show a progress bar with throughput on stderr when it is a terminal (or with
 ``--progress``).
 """
 
