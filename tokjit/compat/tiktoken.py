@@ -122,6 +122,8 @@ class Encoding:
         self._pat_str_value = pat_str
         self._ranks_value = mergeable_ranks
         self._special_token_values = set(self._special_tokens.values())
+        self._all_specials = frozenset(self._special_tokens)
+        self._scan_all = _scan(self._all_specials)
         self._special_by_id = {v: k.encode("utf-8") for k, v in self._special_tokens.items()}
         mask = spec.model_mask
         if mask is None:
@@ -166,9 +168,9 @@ class Encoding:
     def eot_token(self) -> int:
         return self._special_tokens["<|endoftext|>"]
 
-    @functools.cached_property
+    @property
     def special_tokens_set(self) -> set[str]:
-        return set(self._special_tokens)
+        return set(self._all_specials)
 
     def is_special_token(self, token: int) -> bool:
         return token in self._special_token_values
@@ -184,11 +186,11 @@ class Encoding:
     def _allowed_and_check(self, text_or_texts, allowed_special, disallowed_special, many: bool):
         """The allowed set (frozenset) after raising on any disallowed special-token text."""
         if allowed_special == _ALL:
-            allowed = frozenset(self._special_tokens)
+            allowed = self._all_specials
         else:
             allowed = frozenset(allowed_special)
         if disallowed_special == _ALL:
-            disallowed = frozenset(self._special_tokens) - allowed
+            disallowed = self._all_specials - allowed
         else:
             disallowed = frozenset(disallowed_special)
         if disallowed:
@@ -199,7 +201,7 @@ class Encoding:
                 match = scan.search(text)
                 if match is not None:
                     _raise_disallowed(match.group())
-        return frozenset(allowed & self._special_tokens.keys())
+        return allowed & self._all_specials
 
     def _encode_allowed(self, text: str, allowed: frozenset) -> list[int]:
         tok = self.tokenizer
@@ -234,7 +236,7 @@ class Encoding:
         if not allowed_special and disallowed_special == _ALL:  # the common call: one substring scan
             if not isinstance(text, str):
                 raise InputError(f"expected str, got {type(text).__name__}")
-            match = _scan(frozenset(self._special_tokens)).search(text)
+            match = self._scan_all.search(text)
             if match is not None:
                 _raise_disallowed(match.group())
             return self.tokenizer.encode(text)
