@@ -62,25 +62,25 @@ def _tokenizer(args, *, required: bool = False):
             raise InputError(f"{args.command} needs -t: the tokenizer that produced the ids (a file or a "
                              f"bundled encoding: {', '.join(tokjit.list_encoding_names())})")
         return tokjit.get_encoding("o200k_base")
+    from .errors import InputError, TokenizerFileNotFoundError
     names = tokjit.list_encoding_names()
     if spec in names and not os.path.exists(spec):
         return tokjit.get_encoding(spec)
-    if not os.path.exists(spec):
-        import difflib
-        from .errors import TokenizerFileNotFoundError
-        close = difflib.get_close_matches(spec, names, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise TokenizerFileNotFoundError(f"{spec!r} is neither a tokenizer file nor a bundled encoding "
-                                         f"(bundled: {', '.join(names)}){hint}")
     options = _load_options(args)
     if "pat_str" not in options and _is_tiktoken_file(spec):
-        from .errors import InputError
         stem = os.path.basename(spec).split(".")[0]
         hint = f" (its name suggests --like {stem})" if stem in names else ""
         raise InputError(f"{spec} is a .tiktoken rank file, which carries no split pattern or special tokens: "
                          f"pass --like NAME to borrow those of a bundled encoding ({', '.join(names)}){hint}, "
                          f"or --pat-str REGEX")
-    return tokjit.load(spec, **options)
+    try:
+        return tokjit.load(spec, **options)
+    except TokenizerFileNotFoundError as exc:
+        import difflib
+        close = difflib.get_close_matches(spec, names, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise TokenizerFileNotFoundError(f"{exc}; -t also takes a bundled encoding name "
+                                         f"({', '.join(names)}){hint}") from None
 
 
 def _is_tiktoken_file(path: str) -> bool:
