@@ -45,6 +45,7 @@ def test_hub_id_says_load_reads_local_files(tmp_path, monkeypatch):
         tokjit.load("meta-llama/Llama-3.1-8B")
     message = str(info.value)
     assert "Hugging Face Hub id" in message and "local files" in message and "huggingface-cli download" in message
-    with pytest.raises(tokjit.TokenizerFileNotFoundError) as info:
-        tokjit.load("missing.json")
-    assert "Hub" not in str(info.value)
+    for missing in ("missing.json", "folder/tokenizer.json"):
+        with pytest.raises(tokjit.TokenizerFileNotFoundError) as info:
+            tokjit.load(missing)
+        assert "Hub" not in str(info.value)

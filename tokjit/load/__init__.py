@@ -174,7 +174,7 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
         with open(path, "rb") as fh:
             data = fh.read()
     except FileNotFoundError as exc:
-        if isinstance(path, str) and _HUB_ID.fullmatch(path):
+        if isinstance(path, str) and _HUB_ID.fullmatch(path) and not path.lower().endswith(_FILE_SUFFIXES):
             raise TokenizerFileNotFoundError(
                 f"no such tokenizer file or folder: {path!r}. It looks like a Hugging Face Hub id; tokjit.load "
                 f"reads local files: download the tokenizer first (for example `huggingface-cli download {path} "
@@ -190,6 +190,7 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
 
 # "org/name" (or "name/variant-1.5"): a relative path of exactly two parts that names no file
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+_FILE_SUFFIXES = (".json", ".model", ".tiktoken", ".gguf", ".txt")  # "dir/tokenizer.json" is a path
 _LONGEST_PATH = 4096
 
 
