@@ -20,7 +20,6 @@ from ..spec import TokenType
 __all__ = ["SentencePieceProcessor", "PieceIdOutOfRangeError"]
 
 _SPACE = "\u2581"
-_UNK_SURFACE = " \u2047 "
 
 
 class PieceIdOutOfRangeError(InputError, IndexError):
@@ -233,7 +232,8 @@ class SentencePieceProcessor:
         # sentencepiece shows an unknown piece as the normalized text it covers: walk the normalized
         # text, where the known pieces' strings sit back to back and each unknown run fills the gap
         # up to the next known piece
-        normalized = self._tok()._normalize_text(text) if self._tok().normalizer is not None else text
+        tok = self._tok()
+        normalized = tok._normalize_text(text) if tok.normalizer is not None else text
         out, pos = [], 0
         for k, (tid, piece) in enumerate(zip(ids, pieces)):
             if tid != unk:
