@@ -24,7 +24,7 @@ def pair(request, shared):
 
 @pytest.fixture(scope="module")
 def lines(shared):
-    texts = corpus_lines(limit_per_file=40)
+    texts = corpus_lines(limit_per_file=200)
     return [t for t in texts if len(t) < 2000]
 
 
