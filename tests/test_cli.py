@@ -46,8 +46,20 @@ def test_encode_stdin_lines_json_and_decode_round_trip(capsys, monkeypatch, tikt
     assert code == 0
     seqs = [json.loads(line) for line in out.splitlines()]
     assert seqs == [tiktoken_o200k.encode_ordinary(t) for t in TEXT.splitlines(keepends=True)]
-    code, out, _ = run(capsys, monkeypatch, ["decode"], "\n".join(json.dumps(s) for s in seqs).encode())
-    assert out == "".join(t + "\n" for t in TEXT.splitlines(keepends=True))
+    code, out, _ = run(capsys, monkeypatch, ["decode", "-t", "o200k_base"],
+                       "\n".join(json.dumps(s) for s in seqs).encode())
+    assert code == 0 and out == TEXT  # the ids hold the newlines: nothing is added
+    code, out, _ = run(capsys, monkeypatch, ["decode", "-t", "o200k_base", "--json"],
+                       "\n".join(json.dumps(s) for s in seqs).encode())
+    assert [json.loads(line) for line in out.splitlines()] == TEXT.splitlines(keepends=True)
+
+
+def test_encode_then_decode_gives_the_input_back(capsys, monkeypatch):
+    for extra in ([], ["--lines"]):
+        code, ids, _ = run(capsys, monkeypatch, ["encode", "-", *extra], TEXT.encode())
+        assert code == 0
+        code, out, _ = run(capsys, monkeypatch, ["decode", "-t", "o200k_base", "-"], ids.encode())
+        assert code == 0 and out == TEXT, extra
 
 
 def test_parse_special_flag(capsys, monkeypatch):
@@ -68,8 +80,8 @@ def test_encode_npy_from_file(tmp_path, capsys, monkeypatch, tiktoken_o200k):
     lines = TEXT.splitlines(keepends=True)
     assert [flat[offsets[i]:offsets[i + 1]].tolist() for i in range(3)] == \
         [tiktoken_o200k.encode_ordinary(t) for t in lines]
-    code, out, _ = run(capsys, monkeypatch, ["decode", str(out_path)])
-    assert out == "".join(t + "\n" for t in lines)
+    code, out, _ = run(capsys, monkeypatch, ["decode", "-t", "o200k_base", str(out_path)])
+    assert code == 0 and out == TEXT
 
 
 def test_invalid_utf8_input_file(tmp_path, capsys, monkeypatch):
@@ -125,7 +137,7 @@ def test_progress_bar_on_request(capsys, monkeypatch, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("word " * 1000 + "\n", encoding="utf-8")
     code, _, err = run(capsys, monkeypatch, ["count", str(src), "--progress"])
-    assert code == 0 and "100.0%" in err and "MB/s" in err
+    assert code == 0 and "100%" in err and "B/s" in err and "5.00k/5.00k" in err  # tqdm's bar over bytes
     code, _, err = run(capsys, monkeypatch, ["count", str(src)])  # not a TTY, short input: silent
     assert err == ""
 
@@ -133,7 +145,7 @@ def test_progress_bar_on_request(capsys, monkeypatch, tmp_path):
 def test_errors_are_one_line(capsys, monkeypatch, tmp_path):
     code, _, err = run(capsys, monkeypatch, ["encode", "-t", str(tmp_path / "missing.json"), "-"], b"x")
     assert code == 2 and err.startswith("tokjit: error:") and len(err.strip().splitlines()) == 1
-    code, _, err = run(capsys, monkeypatch, ["decode"], b"1 2 x\n")
+    code, _, err = run(capsys, monkeypatch, ["decode", "-t", "o200k_base"], b"1 2 x\n")
     assert code == 2 and "line 1" in err
 
 
@@ -142,3 +154,83 @@ def test_console_entry_point_and_module():
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["tokens"] > 100
+
+
+# ==================================================================================================
+# Footguns (issue 16): each used to do something silent or misleading
+# ==================================================================================================
+
+def test_decode_needs_the_tokenizer(capsys, monkeypatch):
+    code, out, err = run(capsys, monkeypatch, ["decode"], b"1 2 3\n")
+    assert code == 2 and out == "" and "needs -t" in err and "o200k_base" in err
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+    def read(self, *args):  # a terminal would block here
+        raise AssertionError("decode read from the terminal")
+
+
+def test_decode_without_input_does_not_wait_on_a_terminal(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", _Terminal())
+    code, _, err = run(capsys, monkeypatch, ["decode", "-t", "o200k_base"])
+    assert code == 2 and "pipe" in err
+
+
+def test_unknown_tokenizer_name_lists_bundled(capsys, monkeypatch):
+    code, _, err = run(capsys, monkeypatch, ["encode", "-t", "o200k", "-"], b"x")
+    assert code == 2 and "did you mean o200k_base" in err
+    for name in tokjit.list_encoding_names():
+        assert name in err
+
+
+def test_tiktoken_file_without_like_names_the_cli_flags(shared, capsys, monkeypatch):
+    path = shared / "data/tiktoken/cl100k_base.tiktoken"
+    code, _, err = run(capsys, monkeypatch, ["encode", "-t", str(path), "-"], b"x")
+    assert code == 2 and "--like" in err and "--like cl100k_base" in err and "pat_str=" not in err
+
+
+def test_bench_compare_says_what_it_did_not_compare(capsys, monkeypatch, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text(TEXT, encoding="utf-8")
+    monkeypatch.setitem(sys.modules, "tiktoken", None)  # import tiktoken -> ImportError
+    argv = ["bench", str(src), "--compare", "--repeat", "1", "--threads", "1"]
+    code, out, _ = run(capsys, monkeypatch, argv + ["--json"])
+    result = json.loads(out)
+    assert code == 0 and not any(r["engine"].startswith("tiktoken") for r in result["results"])
+    assert any("tiktoken is not installed" in note for note in result["not_compared"])
+    code, out, _ = run(capsys, monkeypatch, argv)
+    assert "note: tiktoken is not installed" in out
+
+
+def test_bench_compare_times_sentencepiece_for_model_files(shared, capsys, monkeypatch, tmp_path):
+    sentencepiece = pytest.importorskip("sentencepiece")
+    src = tmp_path / "in.txt"
+    src.write_text(TEXT * 5, encoding="utf-8")
+    model = shared / "data/spm/llama2/tokenizer.model"
+    code, out, _ = run(capsys, monkeypatch, ["bench", "-t", str(model), str(src), "--lines", "--compare",
+                                              "--repeat", "1", "--threads", "1", "--json"])
+    result = json.loads(out)
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(model))
+    expected = sum(len(ids) for ids in sp.encode((TEXT * 5).splitlines(keepends=True)))
+    assert {r["engine"].split()[0] for r in result["results"]} == {"tokjit", "sentencepiece"}
+    assert {r["tokens"] for r in result["results"]} == {expected}
+
+
+def test_count_gives_no_throughput_for_tiny_inputs(capsys, monkeypatch, tiktoken_o200k):
+    code, out, _ = run(capsys, monkeypatch, ["count"])
+    assert code == 0 and "MB/s" not in out and "too little time" in out
+    code, out, _ = run(capsys, monkeypatch, ["count", "--json"])
+    assert json.loads(out)["MB_per_s"] is None
+
+
+def test_count_gives_throughput_for_large_inputs(capsys, monkeypatch, tmp_path, tiktoken_o200k):
+    text = "The quick brown fox jumps over the lazy dog. " * 25_000  # 1.1 MB
+    src = tmp_path / "big.txt"
+    src.write_text(text, encoding="utf-8")
+    code, out, _ = run(capsys, monkeypatch, ["count", str(src), "--json"])
+    result = json.loads(out)
+    assert code == 0 and result["tokens"] == len(tiktoken_o200k.encode_ordinary(text))
+    assert result["MB_per_s"] is not None

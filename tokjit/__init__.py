@@ -11,6 +11,7 @@ Public API::
 from .errors import (CacheError, InputError, ModelFileError, TokenizerFileNotFoundError, TokjitError,
                      UnknownEncodingError, UnsupportedComponentError)
 from .load import detect_format, load
+from .compat.models import encoding_for_model, encoding_name_for_model
 from .registry import get_encoding, list_encoding_names
 from .spec import AddedToken, TokenizerSpec, TokenType
 from .tokenizer import Tokenizer
@@ -21,7 +22,8 @@ _compile_notice.install()
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "get_encoding", "list_encoding_names", "detect_format", "Tokenizer", "TokenizerSpec",
+    "load", "get_encoding", "list_encoding_names", "encoding_for_model", "encoding_name_for_model",
+    "detect_format", "Tokenizer", "TokenizerSpec",
     "AddedToken", "TokenType", "TokjitError", "ModelFileError", "UnsupportedComponentError",
     "UnknownEncodingError", "InputError", "CacheError", "TokenizerFileNotFoundError",
 ]
@@ -29,7 +31,7 @@ __all__ = [
 
 def __getattr__(name):
     # optional subpackages load on first use (``tokjit.constrain.Regex``) to keep ``import tokjit`` light
-    if name == "constrain":
+    if name in ("constrain", "tiktoken", "sentencepiece"):
         import importlib
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

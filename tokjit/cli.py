@@ -2,7 +2,8 @@
 
 With no input file, commands read the sample text bundled with the package (``-`` reads stdin); with no
 ``-t``, they use the bundled ``o200k_base`` encoding, so ``tokjit count`` works offline on a fresh
-install. Long inputs show a progress bar with throughput on stderr when it is a terminal (or with
+install. ``decode`` is the exception to both: it needs ``-t`` (ids mean nothing without their
+tokenizer) and reads ids from a file or piped stdin. Long inputs show a progress bar with throughput on stderr when it is a terminal (or with
 ``--progress``).
 """
 
@@ -19,6 +20,9 @@ from importlib import resources
 
 # inputs at least this long get a progress bar on an interactive stderr
 PROGRESS_MIN_BYTES = 4_000_000
+# count reports MB/s only for inputs at least this long: shorter ones finish in about a millisecond,
+# where timer resolution and call overhead decide the figure
+THROUGHPUT_MIN_BYTES = 1_000_000
 # --lines mode encodes this many bytes per batch between progress updates
 BATCH_BYTES = 1_000_000
 
@@ -48,15 +52,47 @@ def _load_options(args) -> dict:
     return options
 
 
-def _tokenizer(args):
+def _tokenizer(args, *, required: bool = False):
     import tokjit
 
     spec = args.tokenizer
     if spec is None:
+        if required:
+            from .errors import InputError
+            raise InputError(f"{args.command} needs -t: the tokenizer that produced the ids (a file or a "
+                             f"bundled encoding: {', '.join(tokjit.list_encoding_names())})")
         return tokjit.get_encoding("o200k_base")
-    if spec in tokjit.list_encoding_names() and not os.path.exists(spec):
+    from .errors import InputError, TokenizerFileNotFoundError
+    names = tokjit.list_encoding_names()
+    if spec in names and not os.path.exists(spec):
         return tokjit.get_encoding(spec)
-    return tokjit.load(spec, **_load_options(args))
+    options = _load_options(args)
+    if "pat_str" not in options and _is_tiktoken_file(spec):
+        stem = os.path.basename(spec).split(".")[0]
+        hint = f" (its name suggests --like {stem})" if stem in names else ""
+        raise InputError(f"{spec} is a .tiktoken rank file, which carries no split pattern or special tokens: "
+                         f"pass --like NAME to borrow those of a bundled encoding ({', '.join(names)}){hint}, "
+                         f"or --pat-str REGEX")
+    try:
+        return tokjit.load(spec, **options)
+    except TokenizerFileNotFoundError as exc:
+        import difflib
+        close = difflib.get_close_matches(spec, names, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise TokenizerFileNotFoundError(f"{exc}; -t also takes a bundled encoding name "
+                                         f"({', '.join(names)}){hint}") from None
+
+
+def _is_tiktoken_file(path: str) -> bool:
+    from .load import detect_format
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    try:
+        return detect_format(head, path) == "tiktoken"
+    except ValueError:
+        return False
 
 
 def _read_input(path: str | None) -> str:
@@ -81,52 +117,19 @@ def _utf8_len(text: str) -> int:
 
 
 # ==================================================================================================
-# Progress bar
+# Progress bar (tqdm, so its usual TQDM_* environment settings apply)
 # ==================================================================================================
 
-class Progress:
-    """``[#####.....]  45%  12.3/27.0 MB  1.42 MB/s  eta 11s`` on stderr, redrawn at most 10x/s."""
-
-    def __init__(self, total_bytes: int, enabled: bool, label: str = "encoding"):
-        self.total = max(total_bytes, 1)
-        self.enabled = enabled
-        self.label = label
-        self.done = 0
-        self.start = time.perf_counter()
-        self._last_draw = 0.0
-
-    def update(self, n_bytes: int) -> None:
-        self.done += n_bytes
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if now - self._last_draw >= 0.1:
-            self._last_draw = now
-            self._draw(now)
-
-    def _draw(self, now: float) -> None:
-        elapsed = max(now - self.start, 1e-9)
-        frac = min(self.done / self.total, 1.0)
-        rate = self.done / 1e6 / elapsed
-        eta = (self.total - self.done) / 1e6 / rate if rate > 0 else 0.0
-        bar = "#" * int(frac * 30)
-        sys.stderr.write(f"\r{self.label} [{bar:<30}] {frac * 100:5.1f}%  {self.done / 1e6:.1f}/"
-                         f"{self.total / 1e6:.1f} MB  {rate:.2f} MB/s  eta {eta:.0f}s ")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self._draw(time.perf_counter())
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
-def _progress(args, total_bytes: int, label: str = "encoding") -> Progress:
+def _progress(args, total_bytes: int, label: str = "encoding"):
+    """A tqdm bar over bytes on stderr (MB, MB/s, ETA); on a terminal for inputs of
+    PROGRESS_MIN_BYTES or more unless ``--progress`` / ``--no-progress`` says otherwise."""
+    from tqdm import tqdm
     if getattr(args, "progress", None) is None:  # neither --progress nor --no-progress
         enabled = sys.stderr.isatty() and total_bytes >= PROGRESS_MIN_BYTES
     else:
         enabled = args.progress
-    return Progress(total_bytes, enabled, label)
+    return tqdm(total=total_bytes, disable=not enabled, desc=label, unit="B", unit_scale=True,
+                unit_divisor=1000, file=sys.stderr, mininterval=0.1)
 
 
 def _encode_all(tok, texts: list[str], args, *, numpy: bool = False):
@@ -180,9 +183,11 @@ def cmd_count(args) -> int:
     batch = _encode_all(tok, texts, args)
     elapsed = time.perf_counter() - start
     n_tokens = sum(len(ids) for ids in batch)
+    timed = n_bytes >= THROUGHPUT_MIN_BYTES
     result = {"tokenizer": tok.name, "bytes": n_bytes, "tokens": n_tokens,
               "bytes_per_token": round(n_bytes / max(n_tokens, 1), 3),
-              "seconds": round(elapsed, 4), "MB_per_s": round(n_bytes / 1e6 / max(elapsed, 1e-9), 2)}
+              "seconds": round(elapsed, 4),
+              "MB_per_s": round(n_bytes / 1e6 / max(elapsed, 1e-9), 2) if timed else None}
     if args.json:
         print(json.dumps(result))
     else:
@@ -190,7 +195,11 @@ def cmd_count(args) -> int:
         print(f"{result['tokens']} tokens, {n_bytes} bytes ({result['bytes_per_token']} bytes/token) "
               f"with {tok.name}")
         print(f"first tokens: {first}")
-        print(f"{result['MB_per_s']} MB/s ({elapsed * 1e3:.1f} ms)")
+        if timed:
+            print(f"{result['MB_per_s']} MB/s ({elapsed * 1e3:.1f} ms)")
+        else:
+            print(f"no throughput figure: {n_bytes} bytes take too little time to measure (give an input of "
+                  f"{THROUGHPUT_MIN_BYTES // 1_000_000} MB or more, or use tokjit bench)")
     return 0
 
 
@@ -232,7 +241,13 @@ def _id_sequences(args):
             offsets = np.load(offsets_path, allow_pickle=False)
             return [flat[offsets[i]:offsets[i + 1]] for i in range(offsets.shape[0] - 1)]
         return [flat]
-    raw = _read_input(path if path else "-")
+    if not path or path == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            from .errors import InputError
+            raise InputError("decode reads ids from a file (.npy, or lines of ids / JSON lists) or from stdin; "
+                             "pass a file, or pipe ids in (tokjit encode ... | tokjit decode -t ...)")
+        path = "-"
+    raw = _read_input(path)
     seqs = []
     for n, line in enumerate(raw.splitlines(), 1):
         line = line.strip()
@@ -247,10 +262,18 @@ def _id_sequences(args):
 
 
 def cmd_decode(args) -> int:
+    """Texts of the id sequences, back to back: the ids of ``encode`` (with or without ``--lines``)
+    already hold every newline of the input, so ``encode | decode`` gives the input back."""
+    if args.tokenizer is None:
+        _tokenizer(args, required=True)  # raises: saying which tokenizer comes before reading any input
+    sequences = _id_sequences(args)
     tok = _tokenizer(args)
-    for ids in _id_sequences(args):
-        sys.stdout.write(tok.decode(ids, skip_special_tokens=args.skip_special_tokens))
-        sys.stdout.write("\n")
+    for ids in sequences:
+        text = tok.decode(ids, skip_special_tokens=args.skip_special_tokens)
+        if args.json:
+            sys.stdout.write(json.dumps(text, ensure_ascii=False) + "\n")
+        else:
+            sys.stdout.write(text)
     return 0
 
 
@@ -346,15 +369,21 @@ def _time_encoders(label_fn_pairs, repeat: int):
 
 
 def _reference_encoders(args, tok, texts, threads):
-    """Encoders of the reference libraries for the same tokenizer, when installed and applicable."""
-    out = []
+    """(encoders, notes): the reference library's encoders for the same tokenizer, and one line per
+    reference that could not be timed (not installed, or none for this format)."""
+    out, notes = [], []
     fmt = tok.spec.source.get("format")
     bundled = tok.spec.source.get("name") if str(tok.spec.source.get("path", "")).startswith("<bundled") else None
+
+    def missing(module: str):
+        notes.append(f"{module} is not installed (pip install {module}): not compared")
+
     if bundled:
         try:
             import tiktoken
         except ImportError:
             tiktoken = None
+            missing("tiktoken")
         if tiktoken is not None:
             enc = _tiktoken_from_bundled(tiktoken, bundled)
             out.append(("tiktoken encode_ordinary", lambda: sum(len(enc.encode_ordinary(t)) for t in texts)))
@@ -365,6 +394,7 @@ def _reference_encoders(args, tok, texts, threads):
             import tokenizers
         except ImportError:
             tokenizers = None
+            missing("tokenizers")
         if tokenizers is not None:
             hf = tokenizers.Tokenizer.from_file(tok.spec.source["path"])
             hf.no_truncation()
@@ -373,7 +403,21 @@ def _reference_encoders(args, tok, texts, threads):
                         lambda: sum(len(hf.encode(t, add_special_tokens=False).ids) for t in texts)))
             out.append(("HF tokenizers encode_batch (all cores)",
                         lambda: sum(len(e.ids) for e in hf.encode_batch(texts, add_special_tokens=False))))
-    return out
+    elif fmt == "sentencepiece":
+        try:
+            import sentencepiece
+        except ImportError:
+            sentencepiece = None
+            missing("sentencepiece")
+        if sentencepiece is not None:
+            sp = sentencepiece.SentencePieceProcessor(model_file=tok.spec.source["path"])
+            out.append(("sentencepiece encode", lambda: sum(len(sp.encode(t)) for t in texts)))
+            out.append((f"sentencepiece batch ({threads} threads)",
+                        lambda: sum(map(len, sp.encode(texts, num_threads=threads)))))
+    else:
+        notes.append(f"no reference library is timed for {fmt} files here (llama.cpp defines GGUF ids; "
+                     "tiktoken needs a bundled encoding name)")
+    return out, notes
 
 
 def _tiktoken_from_bundled(tiktoken, name):
@@ -404,11 +448,13 @@ def cmd_bench(args) -> int:
     encoders = [("tokjit encode", lambda: sum(len(tok.encode(t)) for t in texts)),
                 (f"tokjit encode_batch ({threads} threads)",
                  lambda: sum(map(len, tok.encode_batch(texts, num_threads=threads))))]
+    notes = []
     if args.compare:
-        encoders += _reference_encoders(args, tok, texts, threads)
+        references, notes = _reference_encoders(args, tok, texts, threads)
+        encoders += references
     rows = _time_encoders(encoders, args.repeat)
     result = {"tokenizer": tok.name, "bytes": n_bytes, "documents": len(texts),
-              "load_seconds": round(load_seconds, 3), "results": [
+              "load_seconds": round(load_seconds, 3), "not_compared": notes, "results": [
                   {"engine": label, "first_call_seconds": round(first, 4), "warm_seconds": round(best, 4),
                    "warm_median_seconds": round(med, 4), "MB_per_s": round(n_bytes / 1e6 / max(best, 1e-9), 2),
                    "tokens": n_tok}
@@ -420,6 +466,8 @@ def cmd_bench(args) -> int:
     print(f"{'engine':<42} {'MB/s (warm)':>11} {'first call':>11} {'tokens':>10}")
     for r in result["results"]:
         print(f"{r['engine']:<42} {r['MB_per_s']:>11.2f} {r['first_call_seconds']:>10.3f}s {r['tokens']:>10}")
+    for note in notes:
+        print(f"note: {note}")
     print("first call = the first run in this process (numba loads compiled kernels from its cache, or "
           "compiles them); MB/s = best of the warm runs")
     counts = {r["tokens"] for r in result["results"]}
@@ -436,15 +484,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tokjit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p, with_input=True):
+    def common(p, with_input=True, input_help="input file ('-' for stdin; default: bundled sample text)",
+               tokenizer_default="default o200k_base"):
         p.add_argument("-t", "--tokenizer",
                        help="tokenizer file (tokenizer.json, .model, .tiktoken, .gguf, vocab.txt) or bundled "
-                            "encoding name (default o200k_base)")
+                            f"encoding name ({tokenizer_default})")
         p.add_argument("--like", metavar="NAME",
                        help="for .tiktoken files: use the split pattern and special tokens of bundled NAME")
         p.add_argument("--pat-str", help="for .tiktoken files: the pre-tokenizer regex")
         if with_input:
-            p.add_argument("input", nargs="?", help="input file ('-' for stdin; default: bundled sample text)")
+            p.add_argument("input", nargs="?", help=input_help)
         p.add_argument("--json", action="store_true", help="machine-readable output")
 
     def progress(p):
@@ -471,8 +520,12 @@ def build_parser() -> argparse.ArgumentParser:
     progress(p)
     p.set_defaults(func=cmd_encode)
 
-    p = sub.add_parser("decode", help="ids -> text (lines of JSON lists / space-separated ids, or a .npy)")
-    common(p)
+    p = sub.add_parser("decode", help="ids -> text (lines of JSON lists / space-separated ids, or a .npy)",
+                       description="Decode id sequences and write their texts back to back (encode | decode "
+                                   "reproduces the input); --json writes one JSON string per sequence.")
+    common(p, input_help="ids file: .npy (with X.offsets.npy beside it: one sequence per row) or lines of "
+                         "JSON lists / space-separated ids; '-' or nothing reads piped stdin",
+           tokenizer_default="required: the tokenizer that produced the ids")
     p.add_argument("--skip-special-tokens", action="store_true")
     p.set_defaults(func=cmd_decode)
 

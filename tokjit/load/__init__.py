@@ -69,6 +69,7 @@ def _parse(data: bytes, *, path, fmt, pat_str, special_tokens, name, n_vocab):
         if n_vocab is not None and spec.vocab_size != n_vocab:
             raise ModelFileError(f"expected {n_vocab} tokens, got {spec.vocab_size}", path=path)
     elif fmt == "tokenizer.json":
+        _reject_companion_json(data, path)
         from .hf_json import load_hf_json
         spec = load_hf_json(path, data)
     elif fmt == "gguf":
@@ -160,6 +161,7 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
     ``pat_str`` / ``special_tokens`` are needed for ``.tiktoken`` files, which carry neither.
     """
     path = os.fspath(path)
+    _reject_contents_as_path(path)
     if os.path.isdir(path):
         for candidate in ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.txt"):
             if os.path.exists(os.path.join(path, candidate)):
@@ -172,6 +174,11 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
         with open(path, "rb") as fh:
             data = fh.read()
     except FileNotFoundError as exc:
+        if isinstance(path, str) and _HUB_ID.fullmatch(path) and not path.lower().endswith(_FILE_SUFFIXES):
+            raise TokenizerFileNotFoundError(
+                f"no such tokenizer file or folder: {path!r}. It looks like a Hugging Face Hub id; tokjit.load "
+                f"reads local files: download the tokenizer first (for example `huggingface-cli download {path} "
+                f"tokenizer.json tokenizer_config.json --local-dir DIR`) and load DIR") from exc
         raise TokenizerFileNotFoundError(f"no such tokenizer file: {path}") from exc
     except OSError as exc:
         raise ModelFileError(f"cannot read file ({exc.strerror})", path=path) from exc
@@ -179,6 +186,43 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
     tok._load_options = {"pat_str": pat_str, "special_tokens": special_tokens, "fmt": fmt}  # for pickling
     _attach_config(tok, path)
     return tok
+
+
+# "org/name" (or "name/variant-1.5"): a relative path of exactly two parts that names no file
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+_FILE_SUFFIXES = (".json", ".model", ".tiktoken", ".gguf", ".txt")  # "dir/tokenizer.json" is a path
+_LONGEST_PATH = 4096
+
+
+def _reject_contents_as_path(path) -> None:
+    """A path argument that is really a file's contents (``load(open(f).read())``) would otherwise end
+    up, all of it, in a "no such file" message."""
+    text = path.decode("utf-8", "replace") if isinstance(path, bytes) else path
+    if len(text) > _LONGEST_PATH or "\n" in text or "\x00" in text:
+        from ..errors import InputError
+        raise InputError(f"load() takes a path, but got what looks like file contents ({len(text)} characters "
+                         f"starting {text[:40]!r}); pass the file's path, or its bytes to "
+                         f"tokjit.load.load_bytes(data)")
+
+
+# files that sit beside a tokenizer.json in a model folder and are JSON objects too
+_COMPANION_JSON = {"tokenizer_config.json": "settings (special tokens, chat template, max length)",
+                   "special_tokens_map.json": "the names of the special tokens",
+                   "config.json": "the model's configuration", "generation_config.json": "generation settings"}
+
+
+def _reject_companion_json(data: bytes, path) -> None:
+    """A JSON object without a "model" section is not a tokenizer.json; say what it probably is."""
+    if b'"model"' in data:
+        return
+    name = os.path.basename(str(path)) if path is not None else ""
+    what = _COMPANION_JSON.get(name)
+    if what is None and (b'"tokenizer_class"' in data or b'"added_tokens_decoder"' in data):
+        name, what = "tokenizer_config.json", _COMPANION_JSON["tokenizer_config.json"]
+    if what is not None:
+        raise ModelFileError(f"this is a {name} ({what}), not a tokenizer: load the tokenizer.json (or "
+                             f"tokenizer.model) beside it, or the folder", path=path)
+    raise ModelFileError("JSON without a \"model\" section: not a tokenizer.json", path=path)
 
 
 def _attach_config(tok, path):
