@@ -30,7 +30,7 @@ CORPUS = SHARED / "corpus"
 
 ALL_THREADS = os.cpu_count() or 1
 
-LIBRARIES = ["tokjit", "tiktoken", "HF tokenizers", "sentencepiece", "gigatoken", "fastokens"]
+LIBRARIES = ["tokjit", "tiktoken", "HF-tokenizers", "sentencepiece", "gigatoken", "fastokens"]
 PEER_PACKAGES = {"gigatoken": "gigatoken", "fastokens": "fastokens"}
 
 # Qwen2's split pattern: like Llama 3's but one digit per piece.
@@ -49,7 +49,7 @@ class TokenizerSpec:
 
     @property
     def reference(self) -> str:
-        return {"tiktoken": "tiktoken", "hf": "HF tokenizers", "spm": "sentencepiece"}[self.kind]
+        return {"tiktoken": "tiktoken", "hf": "HF-tokenizers", "spm": "sentencepiece"}[self.kind]
 
     @property
     def parse_special(self) -> bool:
@@ -211,7 +211,7 @@ def _hf(spec: TokenizerSpec) -> Engine:
             os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
     return Engine(
-        "HF tokenizers", _role(spec, "HF tokenizers"),
+        "HF-tokenizers", _role(spec, "HF-tokenizers"),
         encode=lambda t: tok.encode(t, add_special_tokens=False).ids,
         batch={n: (lambda ts, n=n: batch(ts, n)) for n in sorted({1, ALL_THREADS})},
         note=f"batch = {batch_call.__name__}",
@@ -281,7 +281,7 @@ def _fastokens(spec: TokenizerSpec) -> Engine:
     )
 
 
-_LOADERS = {"tokjit": _tokjit, "tiktoken": _tiktoken, "HF tokenizers": _hf,
+_LOADERS = {"tokjit": _tokjit, "tiktoken": _tiktoken, "HF-tokenizers": _hf,
             "sentencepiece": _sentencepiece, "gigatoken": _gigatoken, "fastokens": _fastokens}
 
 
@@ -308,7 +308,7 @@ def load_engines(name: str, libraries: list[str] | None = None) -> dict[str, Eng
     for library in libraries or LIBRARIES:
         if library in ("tiktoken", "sentencepiece") and library != spec.reference:
             continue
-        if library == "HF tokenizers" and spec.kind == "spm":
+        if library == "HF-tokenizers" and spec.kind == "spm":
             continue
         try:
             out[library] = load_engine(name, library)

@@ -40,9 +40,7 @@ import statistics
 import sys
 import time
 
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # HF: one thread unless a mode asks
-
-from benchmarks._engines import (  # noqa: E402
+from benchmarks._engines import (
     ALL_THREADS, CORPORA, DEFAULT_TOKENIZERS, LATENCY_SIZES, LIBRARIES, TOKENIZERS, Engine,
     Unavailable, ids_of_batch, ids_of_one, load_engines, sample_parts,
 )
@@ -298,8 +296,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--json", metavar="PATH", help="write every measurement as JSON")
     args = ap.parse_args(argv)
-    n_bytes = args.bytes or (40_000 if args.quick else 200_000)
+    n_bytes = args.bytes or (40_000 if args.quick else 100_000)
     repeats = args.repeats or (3 if args.quick else 5)
+    # HF: one thread unless a batch/N mode asks (its wrapper switches this per call)
     saved_parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
