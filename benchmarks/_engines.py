@@ -389,9 +389,6 @@ def document(corpus: str, n_bytes: int, skip: int = 0) -> str:
     return data[: cut + 1 if cut > 0 else n_bytes].decode("utf-8", "ignore")
 
 
-SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."  # 64 chars
-
-
 def sentences(count: int, width: int = 60) -> list[str]:
     """``count`` distinct English sentences of about ``width`` characters, cut at spaces."""
     out, seen = [], set()
@@ -422,5 +419,3 @@ def documents(count: int, n_bytes: int = 5000) -> list[str]:
 # cache of whole inputs.
 LATENCY_SIZES = {"2 chars": lambda n: ["Hi"], "sentence": lambda n: sentences(n),
                  "5 KB": lambda n: documents(max(1, n // 10))}
-LATENCY_TEXTS = {"2 chars": lambda: "Hi", "sentence": lambda: SENTENCE,
-                 "5 KB": lambda: document("english", 5000)}

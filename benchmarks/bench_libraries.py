@@ -2,21 +2,22 @@
 
 Per-call latency of each library's fastest single-text call at three sizes (2 characters, one
 sentence, a 5 KB document), and its batch APIs (list-of-lists on 1 and all threads, flat buffer on
-all threads) on English lines. Before anything is timed, the library's ids on the timed text are
-compared with the reference's: tokjit differing fails the benchmark; a peer differing, not
-installed or unable to load the tokenizer is skipped with the reason on stderr, so CI never fails
-because of a peer. ``IdsExact.track_differing_lines`` records how many lines each peer gets wrong.
+all threads) on English lines. Inputs come from pools of distinct texts, as in compare.py. Before
+anything is timed, the library's ids on held-out texts of the same pool are compared with the
+reference's: tokjit differing fails the benchmark; a peer differing, not installed or unable to
+load the tokenizer is skipped with the reason on stderr, so CI never fails because of a peer. ``IdsExact.track_differing_lines`` records how many lines each peer gets wrong.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 
 from . import _common
 from ._engines import (
-    ALL_THREADS, LATENCY_TEXTS, TOKENIZERS, Unavailable, ids_of_batch, ids_of_one, load_engine,
-    tokjit_engine,
+    ALL_THREADS, LATENCY_SIZES, TOKENIZERS, Unavailable, ids_of_batch, ids_of_one, load_engine,
+    sample_parts, tokjit_engine,
 )
 
 # one tokenizer per reference library and family (the same files as ``_common.FAMILIES``)
@@ -51,8 +52,8 @@ def engine(family: str, role: str):
     return found
 
 
-def english_lines() -> list[str]:
-    return _common.lines("english", 64_000)
+def english_parts() -> list[list[str]]:
+    return sample_parts("english", int(64_000 * _common.SCALE), 5)
 
 
 def _check(family: str, role: str, got, want) -> None:
@@ -66,23 +67,32 @@ def _check(family: str, role: str, got, want) -> None:
 
 
 class PerCall:
-    """Median time of one call of the library's fastest single-text encode."""
+    """Time of one call of the library's fastest single-text encode. Sentences and 5 KB documents
+    cycle through a pool of distinct texts (as in compare.py), so a cache of whole inputs answers
+    only once asv has gone round the whole pool."""
 
-    params = (list(ASV_TOKENIZERS), LIBRARY_ROLES, list(LATENCY_TEXTS))
+    params = (list(ASV_TOKENIZERS), LIBRARY_ROLES, list(LATENCY_SIZES))
     param_names = ["tokenizer", "library", "size"]
+    pool_size = 2000
 
     def setup(self, family, role, size):
         self.engine = engine(family, role)
-        self.text = LATENCY_TEXTS[size]()
-        want = ids_of_one(engine(family, "reference").encode(self.text))
-        _check(family, role, ids_of_one(self.engine.encode(self.text)), want)
+        pool = LATENCY_SIZES[size](self.pool_size)
+        # ids checked on the last texts of the pool; timing starts from its first
+        checked = pool[-3:]
+        ref = engine(family, "reference")
+        _check(family, role, [ids_of_one(self.engine.encode(t)) for t in checked],
+               [ids_of_one(ref.encode(t)) for t in checked])
+        self.texts = itertools.cycle(pool)
 
     def time_encode(self, family, role, size):
-        self.engine.encode(self.text)
+        self.engine.encode(next(self.texts))
 
 
 class Batch:
-    """About 64 KB of English lines (scaled by TOKJIT_BENCH_SCALE) through each batch API."""
+    """About 64 KB of English lines per call (scaled by TOKJIT_BENCH_SCALE) through each batch API,
+    cycling through four disjoint samples so repeated calls are not answered from whole-input
+    caches; ids are checked on a fifth sample."""
 
     params = (list(ASV_TOKENIZERS), LIBRARY_ROLES, BATCH_APIS)
     param_names = ["tokenizer", "library", "api"]
@@ -95,13 +105,13 @@ class Batch:
         if int(threads) not in calls:
             raise NotImplementedError(f"{e.library} has no {api} API")
         self.call = calls[int(threads)]
-        self.lines = english_lines()
+        checked, *timed = english_parts()
         ref = engine(family, "reference")
-        want = [ids_of_one(ref.encode(t)) for t in self.lines]
-        _check(family, role, ids_of_batch(self.call(self.lines)), want)
+        _check(family, role, ids_of_batch(self.call(checked)), [ids_of_one(ref.encode(t)) for t in checked])
+        self.parts = itertools.cycle(timed)
 
     def time_batch(self, family, role, api):
-        self.call(self.lines)
+        self.call(next(self.parts))
 
 
 class IdsExact:
@@ -114,7 +124,7 @@ class IdsExact:
     def setup(self, family, role):
         self.engine = engine(family, role)
         self.ref = engine(family, "reference")
-        self.lines = english_lines()
+        self.lines = english_parts()[0]
 
     def track_differing_lines(self, family, role):
         return sum(ids_of_one(self.engine.encode(t)) != ids_of_one(self.ref.encode(t))
