@@ -319,7 +319,8 @@ def _run(args, n_bytes: int, repeats: int) -> int:
     print(f"# per cell: {repeats} timed repetitions of ~{n_bytes / 1e3:.0f} KB, each on text not seen before "
           f"(plus one untimed warm-up), medians; N = {ALL_THREADS} threads")
     print("# "
-          "'!(k)' = ids differ from the reference on k lines (never counted as best); "
+          "'!(k)' = not exact: ids differ from the reference on k lines (speed shown, never counted "
+          "as best); "
           f"'*' = a 1-thread mode used > {ONE_THREAD_CPU_LIMIT} cores of CPU time")
     report = {"machine": {"cores": os.cpu_count(), "python": platform.python_version(),
                           "processor": platform.processor(), "load_start": load0},
