@@ -31,7 +31,6 @@ CORPUS = SHARED / "corpus"
 ALL_THREADS = os.cpu_count() or 1
 
 LIBRARIES = ["tokjit", "tiktoken", "HF-tokenizers", "sentencepiece", "gigatoken", "fastokens"]
-PEER_PACKAGES = {"gigatoken": "gigatoken", "fastokens": "fastokens"}
 
 # Qwen2's split pattern: like Llama 3's but one digit per piece.
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
@@ -123,7 +122,7 @@ def build_qwen_nfc() -> Path:
     path = Path(tempfile.gettempdir()) / "tokjit-bench" / f"qwen-nfc-{digest}" / "tokenizer.json"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
     return path
