@@ -164,9 +164,13 @@ def ratios(results: dict) -> dict:
     groups["1 thread"] = (one_thread, "mb_s")
     groups["1 thread, CPU time"] = (one_thread, "mb_s_cpu")
     groups["best"] = (lambda lb: True, "mb_s")
-    for name, (mode_filter, key) in groups.items():
+    reference = next((lib for lib, res in results.items() if res.get("role") == "reference"), None)
+    groups["vs reference: loop"] = (lambda lb: lb == "loop", "mb_s", reference)
+    groups["vs reference: 1 thread"] = (one_thread, "mb_s", reference)
+    for name, (mode_filter, key, *against) in groups.items():
         ours = best(results, lambda lib: lib == "tokjit", mode_filter, key)
-        other = best(results, lambda lib: lib != "tokjit", mode_filter, key)
+        other = best(results, (lambda lib: lib == against[0]) if against else (lambda lib: lib != "tokjit"),
+                     mode_filter, key)
         if ours and other:
             out[name] = {"ratio": ours[0] / other[0], "tokjit": ours[0], "tokjit_mode": ours[2],
                          "other": other[0], "other_library": other[1], "other_mode": other[2]}
@@ -407,6 +411,15 @@ def print_summary(report: dict) -> None:
             if r["ratio"] < 1:
                 behind.append(f"{name} latency {size}: tokjit {r['tokjit_us']:.2f} us > "
                               f"{r['other_library']} {r['other_us']:.2f} us ({r['ratio']:.2f}x)")
+    labels = all_modes() + ["vs reference: loop", "vs reference: 1 thread"]
+    print("\n== tokjit / best other exact library, per mode (wall time); last two columns: tokjit / "
+          "the reference alone, per-call loop and best 1-thread mode ==")
+    short = {"vs reference: loop": "ref:loop", "vs reference: 1 thread": "ref:1-thr"}
+    print(f"{'tokenizer':<12} {'corpus':<9}" + "".join(f"{short.get(lb, lb):>10}" for lb in labels))
+    for c in cells:
+        rat = c["ratios"]
+        print(f"{c['tokenizer']:<12} {c['corpus']:<9}" + "".join(
+            f"{(format(rat[lb]['ratio'], '.2f') + 'x') if lb in rat else '-':>10}" for lb in labels))
     not_exact = [f"{c['tokenizer']} x {c['corpus']}: {lib} {mode} differs on {m['differing_lines']} lines"
                  for c in cells for lib, res in c["libraries"].items()
                  for mode, m in res.get("modes", {}).items() if m.get("exact") is False]
