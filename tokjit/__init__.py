@@ -8,8 +8,8 @@ Public API::
     text = tok.decode(ids)
 """
 
-from .errors import (CacheError, InputError, ModelFileError, TokenizerFileNotFoundError, TokjitError,
-                     UnknownEncodingError, UnsupportedComponentError)
+from .errors import (CacheError, InputError, ModelFileError, TokenIdTypeError, TokenizerFileNotFoundError,
+                     TokjitError, UnknownEncodingError, UnsupportedComponentError)
 from .load import detect_format, load
 from .registry import get_encoding, list_encoding_names
 from .spec import AddedToken, TokenizerSpec, TokenType
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "load", "get_encoding", "list_encoding_names", "detect_format", "Tokenizer", "TokenizerSpec",
     "AddedToken", "TokenType", "TokjitError", "ModelFileError", "UnsupportedComponentError",
-    "UnknownEncodingError", "InputError", "CacheError", "TokenizerFileNotFoundError",
+    "UnknownEncodingError", "InputError", "TokenIdTypeError", "CacheError", "TokenizerFileNotFoundError",
 ]
 
 

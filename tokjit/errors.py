@@ -52,5 +52,13 @@ class InputError(TokjitError, ValueError):
     """Input text or ids that cannot be processed (for example an id outside the vocabulary)."""
 
 
+class TokenIdTypeError(InputError, TypeError):
+    """A token id that is not an integer (a float, a string, a numpy bool...).
+
+    Python ints, bools and numpy integers are ids, as in HF ``tokenizers`` and tiktoken, which
+    raise ``TypeError`` for anything else; catching either ``InputError`` or ``TypeError`` works.
+    """
+
+
 class CacheError(TokjitError, OSError):
     """The on-disk compiled-vocab cache could not be read or written."""
