@@ -1009,3 +1009,25 @@ def test_escaped_surrogate_pairs_load_like_the_reference(shared, family):
             assert got == want or (isinstance(got, Exception) and isinstance(want, Exception)), (label, text)
         loaded += 1
     assert loaded >= 3
+
+
+def test_surrogate_bytes_in_other_formats_name_the_place(shared):
+    """ED A0 80 (UTF-8's form of U+D800) where a format wants UTF-8 text: the error names the file
+    and the line or field. (.tiktoken tokens and .model pieces are bytes to their references, which
+    load such files; the worker above checks that tokjit loads them to the same ids.)"""
+    import tokjit
+    from tokjit.load import load_bytes
+
+    def case(generator, family, label):
+        return next(data for name, data in generator(family) if name == f"{family}:{label}")
+
+    data = case(vocab_txt_cases, "vocab.txt", "surrogate-utf8")
+    line = data.split(b"\n").index(b"the\xed\xa0\x80") + 1
+    with pytest.raises(tokjit.ModelFileError) as info:
+        load_bytes(data, path="vocab.txt", use_cache=False)
+    assert info.value.path == "vocab.txt" and info.value.where == f"line {line}", str(info.value)
+
+    data = case(gguf_cases, "gguf-gpt2", "tokens[400]-surrogate-utf8")
+    with pytest.raises(tokjit.ModelFileError) as info:
+        load_bytes(data, path="x.gguf", use_cache=False)
+    assert info.value.path == "x.gguf" and "tokenizer.ggml.tokens[400]" in str(info.value.where), str(info.value)
