@@ -1,6 +1,6 @@
 """Property-based fuzzing of every tokenizer family against its reference.
 
-Per tokenizer in ``fuzz_targets.TARGETS`` (every loadable file in ``../shared`` and the bundled
+Per tokenizer in ``fuzz_targets.TARGETS`` (every tokenizer file in ``../shared`` and the bundled
 tiktoken encodings), hypothesis generates arbitrary code points, lone surrogates, long runs of one
 character and mixtures with special-token text, tricky whitespace, byte-fallback look-alikes and
 U+2581. Properties:
