@@ -50,14 +50,16 @@ def unmap_byte_level(token: str) -> bytes:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE_UTF8 = re.compile(rb"\xed[\xa0-\xbf]")
 
 
 def may_hold_surrogate(data: bytes) -> bool:
     """Whether JSON text can parse to a string holding a surrogate: through a ``\\uD800``-``\\uDFFF``
     escape, or through bytes ED A0-BF (UTF-8's form of a surrogate, which ``json.loads`` lets
-    through). Neither occurs in the usual UTF-8 export, so the common case costs two byte scans."""
-    return b"\\ud" in data or b"\\uD" in data or _SURROGATE_UTF8.search(data) is not None
+    through). Neither occurs in the usual UTF-8 export, so the common case costs two byte scans
+    (~35 ms for gemma3's 33 MB, next to ~1.2 s of json.loads)."""
+    return _SURROGATE_ESCAPE.search(data) is not None or _SURROGATE_UTF8.search(data) is not None
 
 
 def lone_surrogate_at(doc) -> str | None:
