@@ -82,6 +82,9 @@ class HFRef:
     def decode(self, ids):
         return self.tok.decode(ids, skip_special_tokens=False)
 
+    def decode_skipping_special(self, ids):
+        return self.tok.decode(ids, skip_special_tokens=True)
+
     def decode_singles(self, ids):
         return self.tok.decode_batch([[i] for i in ids], skip_special_tokens=False)
 
@@ -99,6 +102,12 @@ class SPMRef:
     def decode(self, ids):
         return self.sp.decode(ids)
 
+    def decode_skipping_special(self, ids):
+        # sentencepiece has no such switch; transformers' sentencepiece tokenizers drop BOS/EOS/UNK,
+        # the model's control and unknown pieces
+        sp = self.sp
+        return sp.decode([i for i in ids if not (sp.IsControl(i) or sp.IsUnknown(i))])
+
     def decode_singles(self, ids):
         return [self.sp.decode([i]) for i in ids]
 
@@ -115,6 +124,11 @@ class TiktokenRef:
 
     def decode(self, ids):
         return self.enc.decode(ids)
+
+    def decode_skipping_special(self, ids):
+        # tiktoken has no such switch: drop the ids of its own special tokens
+        special = set(self.enc._special_tokens.values())
+        return self.enc.decode([i for i in ids if i not in special])
 
     def decode_singles(self, ids):
         return [self.enc.decode_single_token_bytes(i) for i in ids]
@@ -147,14 +161,6 @@ TARGETS = [
 ]
 
 BY_NAME = {t.name: t for t in TARGETS}
-
-
-def loaded(target: Target):
-    """The tokenizer, or the reason it cannot be loaded in this tree (GGUF families in progress)."""
-    try:
-        return target.tok, None
-    except tokjit.UnsupportedComponentError as exc:
-        return None, f"{target.name}: tokjit.load raises UnsupportedComponentError ({exc})"
 
 
 def specials(tok, limit=40) -> list[str]:

@@ -21,10 +21,7 @@ def _tokenizers(shared):
     toks = [tokjit.get_encoding("o200k_base"), tokjit.get_encoding("cl100k_base")]
     for rel in ("hf/llama3/tokenizer.json", "hf/mistral-7b/tokenizer.json", "hf/t5/tokenizer.json",
                 "hf/bert-minilm/tokenizer.json", "spm/llama2/tokenizer.model"):
-        try:
-            toks.append(tokjit.load(shared / "data" / rel))
-        except (tokjit.UnsupportedComponentError, ImportError):
-            pass  # a family not implemented yet: the Arrow path is format-agnostic anyway
+        toks.append(tokjit.load(shared / "data" / rel))
     return toks
 
 

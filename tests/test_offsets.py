@@ -17,7 +17,6 @@ import unicodedata
 import pytest
 
 import tokjit
-from tokjit.errors import UnsupportedComponentError
 
 from conftest import corpus_lines
 
@@ -31,10 +30,7 @@ EXTRA = ["Hello <|begin_of_text|> world <s> </s> [CLS] x", "  leading and traili
 @pytest.mark.parametrize("name", FAMILIES)
 def test_offsets_match_hf(shared, name):
     path = shared / "data" / "hf" / name / "tokenizer.json"
-    try:
-        tok = tokjit.load(path)
-    except UnsupportedComponentError as exc:
-        pytest.skip(f"{name}: tokjit cannot load this tokenizer.json yet ({exc})")
+    tok = tokjit.load(path)
     ref = tokenizers.Tokenizer.from_file(str(path))
     ref.no_truncation()
     ref.no_padding()

@@ -17,16 +17,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fuzz_targets import TARGETS, expected_round_trip, loaded
+from fuzz_targets import TARGETS, expected_round_trip
 
 FULL_REENCODE = {"llama3.json", "llama2.model"}
 
 
 @pytest.fixture(scope="module", params=TARGETS, ids=lambda t: t.name)
 def target(request, shared):
-    tok, reason = loaded(request.param)
-    if tok is None:
-        pytest.skip(reason)
+    request.param.tok  # every file in ../shared loads: one that stops loading fails here
     return request.param
 
 

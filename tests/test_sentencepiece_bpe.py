@@ -34,14 +34,6 @@ HF_FILES = {
 }
 
 
-def charsmap_available() -> bool:
-    try:
-        import tokjit.charsmap  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def data_path(parts) -> str:
     return str(shared_path("data", *parts))
 
@@ -64,8 +56,6 @@ def spm_pair(request):
     def get(name):
         if name not in cache:
             parts = SPM_MODELS[name]
-            if name == "botchan_bpe" and not charsmap_available():
-                pytest.skip("botchan model has a precompiled charsmap; tokjit.charsmap is not importable")
             path = data_path(parts)
             cache[name] = (tokjit.load(path), spm.SentencePieceProcessor(model_file=path))
         return cache[name]
@@ -317,7 +307,7 @@ def test_truncated_and_corrupted_models():
             parse_model_proto(data[:cut])  # a cut between two whole fields is a valid (shorter) message
         except ModelFileError as exc:
             assert "byte offset" in str(exc)
-    small = open(data_path(SPM_MODELS["botchan_bpe"]), "rb").read() if charsmap_available() else data
+    small = open(data_path(SPM_MODELS["botchan_bpe"]), "rb").read()
     for _ in range(60):
         mutated = bytearray(small)
         for _ in range(rng.randint(1, 6)):

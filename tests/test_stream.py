@@ -13,7 +13,6 @@ import random
 import pytest
 
 import tokjit
-from tokjit.errors import UnsupportedComponentError
 from tokjit.serving import DecodeStream, DecodeStreamError
 
 from conftest import corpus_lines
@@ -27,10 +26,7 @@ FAMILIES = ["llama3", "gpt4o", "gemma3", "t5", "bert-minilm", "mistral-7b", "peg
 @pytest.fixture(scope="module", params=FAMILIES)
 def pair(request, shared):
     path = shared / "data" / "hf" / request.param / "tokenizer.json"
-    try:
-        tok = tokjit.load(path)
-    except UnsupportedComponentError as exc:
-        pytest.skip(f"{request.param}: tokjit cannot load this tokenizer.json yet ({exc})")
+    tok = tokjit.load(path)
     ref = tokenizers.Tokenizer.from_file(str(path))
     ref.no_truncation()
     ref.no_padding()
@@ -206,10 +202,7 @@ def test_list_step_and_flush(shared):
 @pytest.mark.parametrize("name", ["gpt4o", "bert-minilm"])
 def test_window_stays_bounded(shared, name):
     """O(1) amortized: the window never holds more than the last two chunks."""
-    try:
-        tok = tokjit.load(shared / "data" / "hf" / name / "tokenizer.json")
-    except UnsupportedComponentError as exc:
-        pytest.skip(f"{name}: not loadable yet ({exc})")
+    tok = tokjit.load(shared / "data" / "hf" / name / "tokenizer.json")
     ids = tok.encode(" ".join(t[:500] for t in corpus_lines(limit_per_file=5)))
     stream = DecodeStream(tok)
     longest = 0

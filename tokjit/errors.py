@@ -56,5 +56,13 @@ class TextTypeError(InputError, TypeError):
     """A text argument that is not ``str`` (or a batch given as one ``str``)."""
 
 
+class TokenIdTypeError(InputError, TypeError):
+    """A token id that is not an integer (a float, a string, a numpy bool...).
+
+    Python ints, bools and numpy integers are ids, as in HF ``tokenizers`` and tiktoken, which
+    raise ``TypeError`` for anything else; catching either ``InputError`` or ``TypeError`` works.
+    """
+
+
 class CacheError(TokjitError, OSError):
     """The on-disk compiled-vocab cache could not be read or written."""

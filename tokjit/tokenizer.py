@@ -21,6 +21,7 @@ from .pre_tokenizers import Pieces, build_pre_tokenizer
 from .serving import metrics as _metrics
 from .spec import TokenizerSpec, TokenType
 from .thread_pool import thread_pool
+from .token_ids import as_token_id, id_array
 
 _EMPTY_I64 = np.zeros(0, np.int64)
 
@@ -339,7 +340,7 @@ class Tokenizer:
         return pack_bytes(tokens)
 
     def _check_ids(self, ids) -> np.ndarray:
-        arr = np.asarray(ids, dtype=np.int64).reshape(-1)
+        arr = id_array(ids)
         n = len(self.spec.tokens)
         if arr.size and (arr.min() < 0 or arr.max() >= n):
             bad = int(arr[(arr < 0) | (arr >= n)][0])
@@ -348,7 +349,7 @@ class Tokenizer:
 
     def decode_bytes(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> bytes:
         """The bytes the ids stand for (no UTF-8 repair)."""
-        arr = self._check_ids(list(ids) if not isinstance(ids, np.ndarray) else ids)
+        arr = self._check_ids(ids)
         if self._decode_blob is None:
             return self._decode_chain(arr, skip_special_tokens).encode("utf-8", "surrogatepass")
         skip = self._special_ids if skip_special_tokens else np.zeros_like(self._special_ids)
@@ -377,11 +378,16 @@ class Tokenizer:
             fast = self._pieces_decoder = decoders_mod.pieces_decoder_for(self)
         if fast is not None:
             if type(ids) is not list:
-                ids = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+                if isinstance(ids, np.ndarray):
+                    if ids.dtype.kind not in "iu":
+                        ids = id_array(ids)  # tolist() would turn bools and floats into ids
+                    ids = ids.tolist()
+                else:
+                    ids = list(ids)
             text = fast.decode(ids, skip_special_tokens, errors)
             if text is not None:
                 return text
-        arr = self._check_ids(list(ids) if not isinstance(ids, np.ndarray) else ids)
+        arr = self._check_ids(ids)
         if self._decode_blob is None:
             return self._decode_chain(arr, skip_special_tokens)
         return self.decode_bytes(arr, skip_special_tokens=skip_special_tokens).decode("utf-8", errors)
@@ -495,6 +501,8 @@ class Tokenizer:
         """The token's string as its source file spells it (GPT-2 byte-level strings for byte-level
         BPE, pieces with U+2581 for SentencePiece)."""
         spec = self.spec
+        if type(tid) is not int:
+            tid = as_token_id(tid)
         if not 0 <= tid < len(spec.tokens):
             raise InputError(f"token id {tid} is outside the vocabulary (size {len(spec.tokens)})")
         names = spec.source.get("token_strings")

@@ -22,7 +22,8 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, TokenIdTypeError
+from ..token_ids import as_token_id
 from .kernels import NODE_DTYPE, dfa_token_mask, dfa_token_mask_packed, pack_mask_bits
 from .regex_dfa import (DEFAULT_MAX_STATES, CompiledDFA, RegexError, RegexTooLargeError,
                         UnsupportedRegexError, compile_regex, parse_regex, utf8_sequences)
@@ -67,7 +68,7 @@ class ByteDFA:
             eos_ids = [] if eos is None else [eos]
         elif isinstance(eos_ids, (int, np.integer)):
             eos_ids = [int(eos_ids)]
-        self.eos_ids = np.asarray(sorted(set(int(e) for e in eos_ids)), np.int64)
+        self.eos_ids = np.asarray(sorted(set(as_token_id(e) for e in eos_ids)), np.int64)
         if self.eos_ids.size and (self.eos_ids.min() < 0 or self.eos_ids.max() >= self.vocab_size):
             raise InputError(f"eos_ids {self.eos_ids.tolist()} outside the vocabulary")
         self._eos_set = frozenset(self.eos_ids.tolist())
@@ -148,7 +149,7 @@ class ByteDFA:
         """State after token ``token_id``. EOS in an accepting state leaves the state unchanged;
         a token the mask forbids raises :class:`InputError`."""
         s = self._check_state(state)
-        t = int(token_id)
+        t = as_token_id(token_id)
         if not 0 <= t < self.vocab_size:
             raise InputError(f"token id {t} is outside the vocabulary (size {self.vocab_size})")
         if t in self._eos_set:
@@ -166,6 +167,8 @@ class ByteDFA:
     def is_allowed(self, state: int, token_id: int) -> bool:
         try:
             self.advance(state, token_id)
+        except TokenIdTypeError:
+            raise  # a float is a caller's bug, not a forbidden token
         except InputError:
             return False
         return True

@@ -32,11 +32,10 @@ def detect_format(data: bytes, path=None) -> str:
         return "tiktoken"
     if data[:1] == b"\x0a":  # protobuf field 1 (pieces), length-delimited: SentencePiece ModelProto
         return "sentencepiece"
-    try:
-        text = data[:65536].decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    if text is not None and "\n" in text and not any(" " in ln.strip() for ln in text.splitlines()[:200]):
+    # a bad byte (a cut character, a surrogate's UTF-8 form) still leaves a word list recognisable,
+    # so the vocab.txt loader can say which line holds it
+    text = data[:65536].decode("utf-8", "replace")
+    if "\n" in text and not any(" " in ln.strip() for ln in text.splitlines()[:200]):
         return "vocab.txt"
     raise ModelFileError("unrecognised tokenizer file (expected GGUF, tokenizer.json, .tiktoken, "
                          "SentencePiece .model or vocab.txt)", path=path)

@@ -26,7 +26,9 @@ def load_vocab_txt(path, data: bytes, *, lowercase: bool = True, strip_accents: 
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ModelFileError(f"vocab.txt is not UTF-8 ({exc.reason} at byte {exc.start})", path=path) from None
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ModelFileError(f"vocab.txt is not UTF-8 ({exc.reason} at byte {exc.start})", path=path,
+                             where=f"line {line}") from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line, as Rust's BufRead::lines reads it

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Iterable, Union
 
 from ..errors import InputError
+from ..token_ids import as_token_id
 from . import metrics as _metrics
 from .stream import DecodeStream
 
@@ -103,8 +104,8 @@ class StopSequenceDecoder:
                  visible_stop_token_ids: Iterable[int] = (), visible_stop_strings: Iterable[str] = (),
                  skip_special_tokens: bool = False, prompt_ids: Iterable[int] = ()):
         self.tok = tok
-        self.stop_token_ids = frozenset(int(t) for t in stop_token_ids)
-        self.visible_stop_token_ids = frozenset(int(t) for t in visible_stop_token_ids)
+        self.stop_token_ids = frozenset(as_token_id(t) for t in stop_token_ids)
+        self.visible_stop_token_ids = frozenset(as_token_id(t) for t in visible_stop_token_ids)
         self.matcher = StopStringMatcher(stop_strings, visible_stop_strings)
         self.skip_special_tokens = skip_special_tokens
         self._prompt_ids = tuple(prompt_ids)
@@ -129,6 +130,8 @@ class StopSequenceDecoder:
     def step(self, token_id: int) -> StopOutput:
         if self.stopped:
             return _STOPPED
+        if type(token_id) is not int:
+            token_id = as_token_id(token_id)  # 2.0 must not match stop id 2 before the stream refuses it
         if token_id in self.stop_token_ids:
             return self._finish(self.stream.flush(), ("token", token_id))
         if token_id in self.visible_stop_token_ids:

@@ -19,6 +19,7 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import InputError, TokjitError
+from ..token_ids import as_token_id
 from . import metrics as _metrics
 
 _REPLACEMENT = "\ufffd"
@@ -56,7 +57,9 @@ class WindowDecoder:
         self.concatenates = self._post is None
 
     def check(self, tid) -> int:
-        tid = int(tid)
+        """``tid`` as an in-vocabulary int; a float is refused, not truncated."""
+        if type(tid) is not int:
+            tid = as_token_id(tid)
         if not 0 <= tid < self._n_vocab:
             raise InputError(f"token id {tid} is outside the vocabulary (size {self._n_vocab})")
         return tid
@@ -145,7 +148,7 @@ class DecodeStream:
                 if t not in self._skip:
                     data += table[t]
         else:
-            if not 0 <= token_id < self._n_vocab:
+            if type(token_id) is not int or not 0 <= token_id < self._n_vocab:
                 token_id = self._dec.check(token_id)
             data = self._pending + table[token_id] if token_id not in self._skip else self._pending
         m = _metrics.ACTIVE
@@ -171,7 +174,7 @@ class DecodeStream:
                 self._prefix = head
                 self._prefix_index = len(ids)
         if isinstance(token_id, (list, tuple, np.ndarray)):
-            ids.extend(self._dec.check(t) for t in token_id)
+            ids.extend([self._dec.check(t) for t in token_id])  # all checked before any is kept
         else:
             ids.append(self._dec.check(token_id))
         text = decode(ids)
