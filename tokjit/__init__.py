@@ -8,8 +8,8 @@ Public API::
     text = tok.decode(ids)
 """
 
-from .errors import (CacheError, InputError, ModelFileError, TokenIdTypeError, TokenizerFileNotFoundError,
-                     TokjitError, UnknownEncodingError, UnsupportedComponentError)
+from .errors import (CacheError, InputError, ModelFileError, TextTypeError, TokenIdTypeError,
+                     TokenizerFileNotFoundError, TokjitError, UnknownEncodingError, UnsupportedComponentError)
 from .load import detect_format, load
 from .compat.models import encoding_for_model, encoding_name_for_model
 from .registry import get_encoding, list_encoding_names
@@ -25,7 +25,8 @@ __all__ = [
     "load", "get_encoding", "list_encoding_names", "encoding_for_model", "encoding_name_for_model",
     "detect_format", "Tokenizer", "TokenizerSpec",
     "AddedToken", "TokenType", "TokjitError", "ModelFileError", "UnsupportedComponentError",
-    "UnknownEncodingError", "InputError", "TokenIdTypeError", "CacheError", "TokenizerFileNotFoundError",
+    "UnknownEncodingError", "InputError", "TextTypeError", "TokenIdTypeError", "CacheError",
+    "TokenizerFileNotFoundError",
 ]
 
 
