@@ -18,6 +18,8 @@ from numba import njit
 
 from ..errors import ModelFileError, UnsupportedComponentError
 from ..spec import AddedToken, TokenizerSpec, TokenType
+from .gguf_attrs import (ATTR_LSTRIP, ATTR_MATCHED, ATTR_NORMAL, ATTR_PARSE_SPECIAL_ONLY, ATTR_RSTRIP, ATTR_UNUSED,
+                         ATTR_USER_DEFINED, token_attributes, types_from_attributes)
 from .gguf_pretypes import UnknownPreTypeError, gguf_pre_type
 from .hf_json import bytes_to_unicode, unmap_byte_level
 
@@ -315,10 +317,11 @@ def load_gguf(path, data: bytes) -> TokenizerSpec:
         if ids[flag] and ids[tid] is None:
             meta.fail(f"tokenizer.ggml.{flag}_token", f"is true but there is no {tid} token")
 
-    types = _adjust_types(strings, types, ids)
-    added = _added_tokens(strings, types, meta)
+    attrs = token_attributes(strings, types, meta, ids["eos"])
+    types = types_from_attributes(types, attrs)
+    added = _added_tokens(strings, attrs)
     builders = {"gpt2": _gpt2, "llama": _llama, "bert": _bert, "t5": _t5}
-    spec = builders[model_name](meta, strings, types, scores, ids, pre, added)
+    spec = builders[model_name](meta, strings, types, scores, ids, pre, added, attrs)
     spec.post_processor = _post_processor(model_name, ids)
     spec.chat_template = meta.string("tokenizer.chat_template")
     spec.bos_id, spec.eos_id, spec.unk_id, spec.pad_id = ids["bos"], ids["eos"], ids["unk"], ids["pad"]
@@ -340,51 +343,14 @@ def _special_ids(meta: _Meta, model_name: str, n: int) -> dict:
     return ids
 
 
-def _adjust_types(strings: list[str], types: np.ndarray, ids: dict) -> np.ndarray:
-    """Token-type changes llama.cpp makes from token text (section 1 of notes/llamacpp.md)."""
-    types = types.copy()
-    index = {s: i for i, s in enumerate(strings)}
-    eog_like = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
-                "<|end▁of▁sentence|>", "<|eom_id|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
-                "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<fim-prefix>", "<fim-suffix>", "<fim-middle>",
-                "<fim-pad>", "<|return|>", "<|call|>")
-    for text in eog_like:
-        i = index.get(text)
-        if i is not None and types[i] not in (TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN):
-            types[i] = TokenType.CONTROL
-    for i, s in enumerate(strings):
-        if types[i] == TokenType.CONTROL and "unused" in s:
-            types[i] = TokenType.UNUSED
-    return types
-
-
-def _added_tokens(strings: list[str], types: np.ndarray, meta: _Meta) -> list[AddedToken]:
-    """Control, user-defined and unknown-type tokens, matched in the text before the model runs.
-
-    With parse_special=False llama.cpp still matches USER_DEFINED tokens (``special=False`` here);
-    the others only with parse_special=True.
-    """
-    # llama.cpp sets strip attributes by model name (one rule of this if / else-if chain applies)
-    name = (meta.string("general.name") or "").lower()
-    pre = meta.string("tokenizer.ggml.pre") or ""
-    arch = meta.string("general.architecture") or ""
-    lstrip_token = None
-    phi3 = False
-    if any(k in pre for k in ("jina-v2-de", "jina-v2-es", "jina-v2-code")) or \
-            any(k in arch for k in ("nomic-bert-moe", "jina-bert-v3")):
-        lstrip_token = "<mask>"
-    elif "phi-3" in name or "phi3" in name:
-        phi3 = True
-    elif "modern-bert" in name:
-        lstrip_token = "[MASK]"
+def _added_tokens(strings: list[str], attrs: np.ndarray) -> list[AddedToken]:
+    """Tokens llama.cpp matches in the text before the model runs (CONTROL, USER_DEFINED or UNKNOWN
+    attribute); those with CONTROL or UNKNOWN only with parse_special (``special=True`` here)."""
     out = []
-    matchable = np.flatnonzero((types == TokenType.CONTROL) | (types == TokenType.USER_DEFINED)
-                               | (types == TokenType.UNKNOWN))
-    for i in matchable.tolist():
-        s = strings[i]
-        rstrip = phi3 and s not in ("<unk>", "<s>", "<|endoftext|>")
-        out.append(AddedToken(content=s, id=i, special=types[i] != TokenType.USER_DEFINED, rstrip=rstrip,
-                              lstrip=s == lstrip_token, normalized=False))
+    for i in np.flatnonzero(attrs & ATTR_MATCHED).tolist():
+        a = int(attrs[i])
+        out.append(AddedToken(content=strings[i], id=i, special=bool(a & ATTR_PARSE_SPECIAL_ONLY),
+                              rstrip=bool(a & ATTR_RSTRIP), lstrip=bool(a & ATTR_LSTRIP), normalized=False))
     return out
 
 
@@ -436,7 +402,7 @@ def _merges(meta: _Meta, strings: list[str], mask: np.ndarray) -> np.ndarray:
     return rows[:k]
 
 
-def _gpt2(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+def _gpt2(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
     from .. import llamacpp_pretokenizer  # noqa: F401  (registers the components)
     if pre.byte_encode:
         # llama.cpp looks byte-encoded text up by token string, so a token spelled with characters outside
@@ -462,7 +428,7 @@ def _gpt2(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
                          decoder=decoder, added_tokens=added)
 
 
-def _llama(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+def _llama(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
     """llama.cpp's SPM: every raw fragment (text between matched tokens) gets one ' ' in front when
     add_space_prefix is on, ' ' -> U+2581, nothing else is normalised; symbols are characters merged
     by the score of the merged token (any token type may be formed), characters that are no token
@@ -485,7 +451,7 @@ def _llama(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
                          decoder=decoder, added_tokens=added)
 
 
-def _bert(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+def _bert(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
     from .. import llamacpp_pretokenizer  # noqa: F401
     lowercase = meta.boolean("tokenizer.ggml.normalizer.lowercase", True)
     strip_accents = meta.boolean("tokenizer.ggml.normalizer.strip_accents", lowercase)
@@ -501,7 +467,7 @@ def _bert(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
                          added_tokens=added)
 
 
-def _t5(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+def _t5(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
     """llama.cpp's UGM: sentencepiece's normaliser (user-defined prefix, charsmap, whitespace rules)
     and a Viterbi in double precision where later candidates must score strictly higher, consecutive
     unknowns fused into one unk id. Unigram arithmetic "llamacpp" over NORMAL / USER_DEFINED / UNUSED pieces."""
@@ -518,8 +484,10 @@ def _t5(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
                   # even when add_space_prefix is off
                   "add_dummy_prefix": add_space_prefix or remove_extra, "remove_extra_whitespaces": remove_extra,
                   "escape_whitespaces": True, "treat_whitespace_as_suffix": False,
-                  "user_defined": [s for s, t in zip(strings, types.tolist()) if t == TokenType.USER_DEFINED]}
-    mask = (types == TokenType.NORMAL) | (types == TokenType.USER_DEFINED) | (types == TokenType.UNUSED)
+                  "user_defined": [strings[i] for i in np.flatnonzero(attrs & ATTR_USER_DEFINED).tolist()]}
+    # llm_tokenizer_ugm's trie: attribute bits, so a promoted NORMAL token and a control token named
+    # "unused" stay in it
+    mask = (attrs & (ATTR_NORMAL | ATTR_USER_DEFINED | ATTR_UNUSED)) != 0
     decoder = {"type": "SentencePieceDecoder", "strip_leading_space": add_space_prefix,
                "remove_extra_whitespaces": remove_extra, "unk_surface": "\u2585", "denormalizer": None}
     return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores.astype(np.float32),
