@@ -254,7 +254,12 @@ _MODEL_DEFAULTS = {
     "gpt2": dict(bos=11, eos=11, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
                  add_sep=False),
     "t5": dict(bos=None, eos=1, unk=2, sep=None, pad=0, mask=None, add_bos=False, add_eos=True, add_sep=False),
+    # a BPE vocabulary whose pre type is always gemma4; every special id comes from the keys
+    "gemma4": dict(bos=None, eos=None, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
+                   add_sep=False),
 }
+# tokenizer.ggml.model values llama.cpp runs through its BPE tokenizer, with the pre type they force
+_BPE_MODELS = {"gpt2": None, "gemma4": "gemma4"}
 _ID_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id",
             "sep": "seperator_token_id", "pad": "padding_token_id", "mask": "mask_token_id"}
 
@@ -268,7 +273,8 @@ def load_gguf(path, data: bytes) -> TokenizerSpec:
         meta.fail("tokenizer.ggml.model", "required key is missing")
     if model_name not in _MODEL_DEFAULTS:
         raise UnsupportedComponentError(
-            f"GGUF tokenizer.ggml.model {model_name!r} is not supported (tokjit reads gpt2, llama, t5, bert)")
+            f"GGUF tokenizer.ggml.model {model_name!r} is not supported (tokjit reads "
+            f"{', '.join(sorted(_MODEL_DEFAULTS))})")
     strings = meta.strings("tokenizer.ggml.tokens", required=True)
     n = len(strings)
     if n == 0:
@@ -297,15 +303,18 @@ def load_gguf(path, data: bytes) -> TokenizerSpec:
             strings[i] = f"[EMPTY_{i}]"  # llama.cpp renames empty tokens
 
     ids = _special_ids(meta, model_name, n)
-    pre_name = meta.string("tokenizer.ggml.pre") if model_name == "gpt2" else None
+    bpe = model_name in _BPE_MODELS
+    pre_name = (_BPE_MODELS[model_name] or meta.string("tokenizer.ggml.pre")) if bpe else None
     pre = None
-    if model_name == "gpt2":
+    from_pre: set[str] = set()
+    if bpe:
         try:
             pre = gguf_pre_type(pre_name)
         except UnknownPreTypeError as exc:
             raise UnsupportedComponentError(f"{exc} (key tokenizer.ggml.pre in {path})") from None
         ids["add_bos"] = pre.add_bos
         ids["add_sep"] = pre.add_sep
+        from_pre = {"add_bos", "add_sep"}
         if pre.bos_disabled:
             ids["bos"] = None
     for flag in ("add_bos", "add_eos", "add_sep"):
@@ -313,14 +322,21 @@ def load_gguf(path, data: bytes) -> TokenizerSpec:
         val = meta.boolean(key)
         if val is not None:
             ids[flag] = val
+            from_pre.discard(flag)
+    if pre is not None and pre.pre_type == "GEMMA4":
+        ids["add_bos"] = True  # llama.cpp overrides a false add_bos_token for this pre type
     for flag, tid in (("add_bos", "bos"), ("add_eos", "eos"), ("add_sep", "sep")):
         if ids[flag] and ids[tid] is None:
-            meta.fail(f"tokenizer.ggml.{flag}_token", f"is true but there is no {tid} token")
+            if flag not in from_pre:
+                meta.fail(f"tokenizer.ggml.{flag}_token", f"is true but there is no {tid} token")
+            # a pre type's default (jina-v1-en's add_sep) with no such token: llama.cpp loads the file
+            # and only aborts if asked to add it, so the flag is dropped here
+            ids[flag] = False
 
     attrs = token_attributes(strings, types, meta, ids["eos"])
     types = types_from_attributes(types, attrs)
     added = _added_tokens(strings, attrs)
-    builders = {"gpt2": _gpt2, "llama": _llama, "bert": _bert, "t5": _t5}
+    builders = {"gpt2": _gpt2, "gemma4": _gpt2, "llama": _llama, "bert": _bert, "t5": _t5}
     spec = builders[model_name](meta, strings, types, scores, ids, pre, added, attrs)
     spec.post_processor = _post_processor(model_name, ids)
     spec.chat_template = meta.string("tokenizer.chat_template")
@@ -413,7 +429,11 @@ def _gpt2(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec
     else:
         mask = np.ones(len(strings), np.bool_)
         tokens = [s.encode("utf-8") for s in strings]
-        decoder = {"type": "LlamaCppSpm"}
+        # token_to_piece for raw-UTF-8 BPE: U+2581 back to spaces (when escaped), <0xXX> tokens to bytes
+        steps = [{"type": "ByteFallback"}, {"type": "Fuse"}]
+        if pre.escape_whitespaces:
+            steps.insert(0, {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "})
+        decoder = {"type": "Sequence", "decoders": steps}
     merges = _merges(meta, strings, mask)
     normalizer = None
     if pre.escape_whitespaces:
