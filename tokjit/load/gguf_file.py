@@ -394,9 +394,11 @@ def _post_processor(model_name: str, ids: dict) -> dict | None:
     return {"type": "TemplateProcessing", "single": single, "special_tokens": specials}
 
 
-def _merges(meta: _Meta, strings: list[str], mask: np.ndarray) -> np.ndarray:
+def _merges(meta: _Meta, strings: list[str], mask: np.ndarray, allow_missing: bool = False) -> np.ndarray:
     """``tokenizer.ggml.merges`` -> int32 rows (left id, right id, merged id or -1)."""
     merges = meta.strings("tokenizer.ggml.merges")
+    if merges is None and allow_missing:
+        merges = []  # llama.cpp then merges nothing: every character is looked up on its own
     if merges is None:
         meta.fail("tokenizer.ggml.merges", "required key is missing (llama.cpp refuses a BPE vocab without merges)")
     index = {}
@@ -434,7 +436,7 @@ def _gpt2(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec
         if pre.escape_whitespaces:
             steps.insert(0, {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "})
         decoder = {"type": "Sequence", "decoders": steps}
-    merges = _merges(meta, strings, mask)
+    merges = _merges(meta, strings, mask, allow_missing=pre.name == "kimi-k2")  # as llama.cpp allows
     normalizer = None
     if pre.escape_whitespaces:
         normalizer = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
