@@ -36,6 +36,10 @@ Not mirrored, because llama.cpp's own result depends on the C++ standard library
 * Matched tokens of equal length are ordered by ``std::sort``, which is not stable; two equal-length
   tokens can only disagree where their texts overlap in the input (``ab`` / ``ba`` in ``aba``). tokjit
   takes the lower id first.
+
+Not mirrored, rare: in a UGM vocabulary a NORMAL token promoted to CONTROL still takes part in
+llama.cpp's unknown-token score (minimum over NORMAL bits) and a USER_DEFINED one keeps score 0; tokjit's
+Unigram reads the final token type for both.
 """
 
 from __future__ import annotations

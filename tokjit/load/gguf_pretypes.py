@@ -3,7 +3,9 @@
 Maps every ``tokenizer.ggml.pre`` string that llama.cpp accepts to the regexes its BPE tokenizer splits
 with and the per-pre-type flags it sets. Facts from ggml-org/llama.cpp ``src/llama-vocab.cpp``
 (``llama_vocab::impl::load`` and the ``llm_tokenizer_bpe`` constructor) at commit 00ad355e009e83abf98f96a6ded7193b95763681,
-and ``src/unicode.cpp`` (``unicode_regex_split``). The flags are defaults; GGUF keys override some (see ``GgufPreType``).
+and ``src/unicode.cpp`` (``unicode_regex_split``), brought to 0c1e570 (glm4 / glm5, the afmoe splitter for
+tiny_aya's digits) and checked there by llama.cpp's ids for every pre value (``tests/data/llamacpp-0c1e570``).
+The flags are defaults; GGUF keys override some (see ``GgufPreType``).
 """
 
 from __future__ import annotations
