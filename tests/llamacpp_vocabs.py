@@ -196,3 +196,32 @@ def write_gemma4_gguf(shared: Path, out_path: Path) -> Path:
 
 
 BUILT_VOCABS["gemma4"] = write_gemma4_gguf
+
+
+def write_rwkv_gguf(shared: Path, out_path: Path) -> Path:
+    """A ``tokenizer.ggml.model = rwkv`` vocabulary holding the byte strings of the shared gpt-2 GGUF's
+    tokens, written as llama.cpp's RWKV-world converter writes its vocabulary (``<s>`` control at id 0,
+    each token as the ``repr`` body of its bytes, bos = eos = 0)."""
+    import gguf
+    reader = gguf.GGUFReader(str(shared / "data" / "gguf" / f"ggml-vocab-{PRE_TYPE_BASE}.gguf"))
+    field = reader.fields["tokenizer.ggml.tokens"]
+    texts = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    # GPT-2's byte-to-unicode table, inverted
+    visible = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    codes = visible + [256 + k for k in range(256 - len(visible))]
+    byte_of = {chr(c): b for c, b in zip(codes, visible + [b for b in range(256) if b not in visible])}
+    tokens, types = [b"<s>"], [gguf.TokenType.CONTROL]
+    for t in texts:
+        raw = bytes(byte_of[ch] for ch in t) if all(ch in byte_of for ch in t) else t.encode("utf-8")
+        tokens.append(repr(raw)[2:-1].encode("utf-8"))
+        types.append(gguf.TokenType.NORMAL)
+    w = _writer(gguf, out_path, "rwkv-from-gpt2")
+    w.add_tokenizer_model("rwkv")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_bos_token_id(0)
+    w.add_eos_token_id(0)
+    return _finish(w, out_path)
+
+
+BUILT_VOCABS["rwkv"] = write_rwkv_gguf

@@ -30,7 +30,9 @@ import os
 import numpy as np
 from numba import njit
 
-from .errors import UnsupportedComponentError
+from .added_tokens import _trie_child
+from .errors import InputError, UnsupportedComponentError
+from .models import register_model
 from .load.gguf_pretypes import custom_splitter
 from .pretokenize.regex_kernel import find_matches
 from .pre_tokenizers import BEHAVIORS, Pieces, RegexSplitter, apply_split_behavior, register_pre_tokenizer
@@ -867,3 +869,91 @@ class LlamaCppWpm:
 
 
 register_pre_tokenizer("LlamaCppWpm")(LlamaCppWpm)
+
+
+@njit(cache=True, nogil=True)
+def rwkv_encode(buf, starts, ends, n_pieces, child_start, child_count, edge_byte, edge_target, node_token, unk_id,
+                out_ids, out_starts, out_ends):
+    """llama.cpp's ``llm_tokenizer_rwkv_session``: from each position the longest token of the byte trie,
+    then on after it; a position where no token matches gives the unknown token and one byte. Returns
+    the number of ids, or -1 - position of a byte that needs the unknown token when there is none.
+    O(bytes * longest token)."""
+    n_out = 0
+    for p in range(n_pieces):
+        i = starts[p]
+        end = ends[p]
+        while i < end:
+            node = 0
+            best = -1
+            best_end = i + 1
+            j = i
+            while j < end:
+                node = _trie_child(node, buf[j], child_start, child_count, edge_byte, edge_target)
+                if node < 0:
+                    break
+                j += 1
+                if node_token[node] >= 0:
+                    best = node_token[node]
+                    best_end = j
+            if best < 0:
+                if unk_id < 0:
+                    return -1 - i
+                best = unk_id
+                best_end = i + 1
+            out_ids[n_out] = best
+            out_starts[n_out] = i
+            out_ends[n_out] = best_end
+            n_out += 1
+            i = best_end
+    return n_out
+
+
+class LlamaCppRwkv:
+    """``{"type": "LlamaCppRwkv", "unk_id"}``: RWKV's greedy tokenizer as llama.cpp runs it, over the
+    token bytes (already unescaped by the GGUF loader); the last token with given bytes wins, as in
+    llama.cpp's trie. Where no token starts, llama.cpp emits the unknown token (and, when a byte
+    starts tokens but ends none, loops forever; here that byte is unknown too)."""
+
+    def __init__(self, spec):
+        children: list[dict[int, int]] = [{}]
+        token_at = [-1]
+        for tid, data in enumerate(spec.tokens):
+            node = 0
+            for b in data:
+                nxt = children[node].get(b)
+                if nxt is None:
+                    nxt = children[node][b] = len(children)
+                    children.append({})
+                    token_at.append(-1)
+                node = nxt
+            if data:
+                token_at[node] = tid
+        self.child_start = np.zeros(len(children), np.int64)
+        self.child_count = np.zeros(len(children), np.int64)
+        edge_b, edge_t = [], []
+        for node, kids in enumerate(children):
+            self.child_start[node] = len(edge_b)
+            self.child_count[node] = len(kids)
+            for b, t in sorted(kids.items()):
+                edge_b.append(b)
+                edge_t.append(t)
+        self.edge_byte = np.asarray(edge_b or [0], np.uint8)
+        self.edge_target = np.asarray(edge_t or [0], np.int64)
+        self.node_token = np.asarray(token_at, np.int64)
+        unk = spec.model.get("unk_id")
+        self.unk_id = np.int64(-1 if unk is None else int(unk))
+
+    def encode_pieces(self, buf, starts, ends, ws=None):
+        cap = int(buf.shape[0]) + 1
+        out_ids = np.empty(cap, np.int32)
+        out_s = np.empty(cap, np.int64)
+        out_e = np.empty(cap, np.int64)
+        n = rwkv_encode(buf, starts, ends, np.int64(starts.shape[0]), self.child_start, self.child_count,
+                        self.edge_byte, self.edge_target, self.node_token, self.unk_id, out_ids, out_s, out_e)
+        if n < 0:
+            raise InputError(f"byte 0x{int(buf[-1 - n]):02X} starts no token and the vocabulary has no unknown "
+                             "token (llama.cpp would emit an invalid id)")
+        return out_ids[:n], out_s[:n], out_e[:n]
+
+
+register_model("LlamaCppRwkv")(LlamaCppRwkv)

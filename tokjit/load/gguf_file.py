@@ -254,6 +254,8 @@ _MODEL_DEFAULTS = {
     "gpt2": dict(bos=11, eos=11, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
                  add_sep=False),
     "t5": dict(bos=None, eos=1, unk=2, sep=None, pad=0, mask=None, add_bos=False, add_eos=True, add_sep=False),
+    "rwkv": dict(bos=None, eos=None, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
+                 add_sep=False),
     # a BPE vocabulary whose pre type is always gemma4; every special id comes from the keys
     "gemma4": dict(bos=None, eos=None, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
                    add_sep=False),
@@ -336,7 +338,7 @@ def load_gguf(path, data: bytes) -> TokenizerSpec:
     attrs = token_attributes(strings, types, meta, ids["eos"])
     types = types_from_attributes(types, attrs)
     added = _added_tokens(strings, attrs)
-    builders = {"gpt2": _gpt2, "gemma4": _gpt2, "llama": _llama, "bert": _bert, "t5": _t5}
+    builders = {"gpt2": _gpt2, "gemma4": _gpt2, "llama": _llama, "bert": _bert, "t5": _t5, "rwkv": _rwkv}
     spec = builders[model_name](meta, strings, types, scores, ids, pre, added, attrs)
     spec.post_processor = _post_processor(model_name, ids)
     spec.chat_template = meta.string("tokenizer.chat_template")
@@ -514,3 +516,39 @@ def _t5(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
                "remove_extra_whitespaces": remove_extra, "unk_surface": "\u2585", "denormalizer": None}
     return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores.astype(np.float32),
                          model_mask=mask, normalizer=normalizer, decoder=decoder, added_tokens=added)
+
+
+def unescape_rwkv(text: str) -> bytes:
+    """llama.cpp's ``llama_unescape_rwkv_token``: RWKV GGUF tokens are Python ``repr`` bodies of their bytes
+    (``\\t \\n \\r \\xNN``, any other escaped character stands for itself); hex digits are read as
+    llama.cpp reads them (lower-case only; anything else wraps like its uint8 arithmetic)."""
+    out = bytearray()
+    escaping = False
+    hex_left = 0
+    acc = 0
+    for c in text.encode("utf-8"):
+        if hex_left:
+            acc = ((acc << 4) + (c - 87 if c >= 97 else c - 48)) & 0xFF
+            hex_left -= 1
+            if hex_left == 0:
+                out.append(acc)
+                acc = 0
+        elif escaping:
+            escaping = False
+            if c == 0x78:  # x
+                hex_left = 2
+            else:
+                out.append({0x74: 9, 0x6E: 10, 0x72: 13}.get(c, c))
+        elif c == 0x5C:
+            escaping = True
+        else:
+            out.append(c)
+    return bytes(out)
+
+
+def _rwkv(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
+    """llama.cpp's RWKV: greedy longest match over the unescaped token bytes, nothing normalised or split."""
+    from .. import llamacpp_pretokenizer  # noqa: F401  (registers the model)
+    tokens = [unescape_rwkv(s) for s in strings]
+    return TokenizerSpec(model={"type": "LlamaCppRwkv", "unk_id": ids["unk"]}, tokens=tokens, token_types=types,
+                         scores=scores, model_mask=np.ones(len(strings), np.bool_), added_tokens=added)
