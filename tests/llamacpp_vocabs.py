@@ -91,12 +91,12 @@ def write_t5_gguf(shared: Path, out_path: Path) -> Path:
 BUILT_VOCABS = {"t5-ugm": write_t5_gguf}
 
 
-def with_pre_type(src: Path, pre: str, out_path: Path) -> Path:
-    """``src`` (a vocab-only GGUF, no tensors) with its ``tokenizer.ggml.pre`` string replaced by ``pre``,
-    so that one real vocabulary exercises every pre-tokenizer llama.cpp has."""
+def with_pre_type(src: Path, pre: str, out_path: Path, key: str = "tokenizer.ggml.pre") -> Path:
+    """``src`` (a vocab-only GGUF, no tensors) with its ``tokenizer.ggml.pre`` string (or another string
+    ``key``) replaced by ``pre``, so that one real vocabulary exercises every pre-tokenizer llama.cpp has."""
     import struct
     data = src.read_bytes()
-    key = b"tokenizer.ggml.pre"
+    key = key.encode("utf-8")
     head = struct.pack("<Q", len(key)) + key + struct.pack("<I", 8)  # 8 = GGUF string
     at = data.index(head) + len(head)
     (old_len,) = struct.unpack_from("<Q", data, at)
@@ -225,3 +225,13 @@ def write_rwkv_gguf(shared: Path, out_path: Path) -> Path:
 
 
 BUILT_VOCABS["rwkv"] = write_rwkv_gguf
+
+
+def write_whitespace_gguf(shared: Path, out_path: Path) -> Path:
+    """The shared gpt-2 GGUF as a ``tokenizer.ggml.model = whitespace`` vocabulary (llama.cpp drops the
+    whitespace and runs the gpt-2 BPE on each run between it)."""
+    base = shared / "data" / "gguf" / f"ggml-vocab-{PRE_TYPE_BASE}.gguf"
+    return with_pre_type(base, "whitespace", out_path, key="tokenizer.ggml.model")
+
+
+BUILT_VOCABS["whitespace"] = write_whitespace_gguf

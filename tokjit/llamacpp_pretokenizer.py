@@ -957,3 +957,68 @@ class LlamaCppRwkv:
 
 
 register_model("LlamaCppRwkv")(LlamaCppRwkv)
+
+
+@njit(cache=True, nogil=True)
+def whitespace_runs(buf, starts, ends, n_pieces, flags, lower, lowercase, cps, offs, out, out_align, run_starts,
+                    run_ends):
+    """llama.cpp's ``llm_tokenizer_whitespace_session``: code points re-encoded (malformed bytes become
+    U+FFFD), whitespace (llama.cpp's flags) dropped, the others lowercased by the simple map when
+    ``lowercase``; each run between whitespace is a piece. Returns (bytes written, runs); ``out_align[j]``
+    = source offset of output byte j. O(bytes); ``out`` needs 4 bytes per input byte."""
+    m = 0
+    n_runs = 0
+    for p in range(n_pieces):
+        n = decode_utf8(buf, starts[p], ends[p], cps, offs)
+        run_open = False
+        for k in range(n):
+            cp = cps[k]
+            if _is_ws(_flag_at(cps, flags, k, n)):
+                if run_open:
+                    run_ends[n_runs] = m
+                    n_runs += 1
+                    run_open = False
+                continue
+            if lowercase and cp < 0x110000:
+                cp = np.int64(lower[cp])
+            if not run_open:
+                run_starts[n_runs] = m
+                run_open = True
+            m2 = _put_utf8(out, m, cp)
+            for j in range(m, m2):
+                out_align[j] = offs[k]
+            m = m2
+        if run_open:
+            run_ends[n_runs] = m
+            n_runs += 1
+    return m, n_runs
+
+
+class LlamaCppWhitespaceSegments:
+    """``{"type": "LlamaCppWhitespaceSegments", "lowercase"}``: the ``whitespace`` tokenizer model of
+    llama.cpp drops whitespace, optionally lowercases, and tokenizes each run between whitespace on its own."""
+
+    def __init__(self, config: dict):
+        t = _tables()
+        self.flags, self.lower = t["flags"], t["lower"]
+        self.lowercase = bool(config.get("lowercase", False))
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        buf = pieces.buf
+        n = buf.shape[0]
+        cps = np.empty(n + 1, np.int64)
+        offs = np.empty(n + 1, np.int64)
+        out = np.empty(4 * n + 4, np.uint8)
+        out_align = np.empty(4 * n + 5, np.int64)
+        rs = np.empty(n + 1, np.int64)
+        re_ = np.empty(n + 1, np.int64)
+        m, k = whitespace_runs(buf, pieces.starts, pieces.ends, np.int64(pieces.starts.shape[0]), self.flags,
+                               self.lower, self.lowercase, cps, offs, out, out_align, rs, re_)
+        out_align[m] = n
+        align = out_align[:m + 1]
+        if pieces.align is not None:
+            align = np.asarray(pieces.align, np.int64)[align]
+        return pieces.derive(out[:m], rs[:k].copy(), re_[:k].copy(), align)
+
+
+register_pre_tokenizer("LlamaCppWhitespaceSegments")(LlamaCppWhitespaceSegments)

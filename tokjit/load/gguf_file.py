@@ -256,12 +256,15 @@ _MODEL_DEFAULTS = {
     "t5": dict(bos=None, eos=1, unk=2, sep=None, pad=0, mask=None, add_bos=False, add_eos=True, add_sep=False),
     "rwkv": dict(bos=None, eos=None, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
                  add_sep=False),
+    # BPE run on each whitespace-separated run of the text, whitespace dropped (llama.cpp's defaults are gpt2's)
+    "whitespace": dict(bos=11, eos=11, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
+                       add_sep=False),
     # a BPE vocabulary whose pre type is always gemma4; every special id comes from the keys
     "gemma4": dict(bos=None, eos=None, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
                    add_sep=False),
 }
 # tokenizer.ggml.model values llama.cpp runs through its BPE tokenizer, with the pre type they force
-_BPE_MODELS = {"gpt2": None, "gemma4": "gemma4"}
+_BPE_MODELS = {"gpt2": None, "whitespace": None, "gemma4": "gemma4"}
 _ID_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id",
             "sep": "seperator_token_id", "pad": "padding_token_id", "mask": "mask_token_id"}
 
@@ -338,7 +341,7 @@ def load_gguf(path, data: bytes) -> TokenizerSpec:
     attrs = token_attributes(strings, types, meta, ids["eos"])
     types = types_from_attributes(types, attrs)
     added = _added_tokens(strings, attrs)
-    builders = {"gpt2": _gpt2, "gemma4": _gpt2, "llama": _llama, "bert": _bert, "t5": _t5, "rwkv": _rwkv}
+    builders = {"gpt2": _gpt2, "whitespace": _gpt2, "gemma4": _gpt2, "llama": _llama, "bert": _bert, "t5": _t5, "rwkv": _rwkv}
     spec = builders[model_name](meta, strings, types, scores, ids, pre, added, attrs)
     spec.post_processor = _post_processor(model_name, ids)
     spec.chat_template = meta.string("tokenizer.chat_template")
@@ -444,12 +447,17 @@ def _gpt2(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec
         normalizer = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
     if pre.lowercase:
         raise UnsupportedComponentError(f"GGUF pre type {pre.name!r} (lowercasing whitespace model)")
+    pre_tokenizer = {"type": "LlamaCppRegexSplit", "regexes": list(pre.regexes)}
+    if meta.string("tokenizer.ggml.model") == "whitespace":
+        # llama.cpp's normalizer lowercase defaults to true; only the whitespace pre type turns it off
+        lowercase = meta.boolean("tokenizer.ggml.normalizer.lowercase", pre.lowercase is None)
+        pre_tokenizer = {"type": "Sequence", "pretokenizers": [
+            {"type": "LlamaCppWhitespaceSegments", "lowercase": lowercase}, pre_tokenizer]}
     model = {"type": "BPE", "merge_rule": "pairs", "byte_level": pre.byte_encode,
              "byte_fallback": not pre.byte_encode, "ignore_merges": pre.ignore_merges, "unk_id": None}
     return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores, merges=merges,
                          model_mask=mask, normalizer=normalizer,
-                         pre_tokenizer={"type": "LlamaCppRegexSplit", "regexes": list(pre.regexes)},
-                         decoder=decoder, added_tokens=added)
+                         pre_tokenizer=pre_tokenizer, decoder=decoder, added_tokens=added)
 
 
 def _llama(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
