@@ -235,3 +235,46 @@ def write_whitespace_gguf(shared: Path, out_path: Path) -> Path:
 
 
 BUILT_VOCABS["whitespace"] = write_whitespace_gguf
+
+
+# tokens appended to the gpt-2 vocabulary to meet every text rule of llama.cpp's loader:
+# (text, GGUF token type) -- what llama.cpp makes of each is in tokjit/load/gguf_attrs.py
+RULE_TOKENS = (
+    ("<|channel|>", 3), ("<|message|>", 1),                       # gpt-oss: always USER_DEFINED
+    ("<|return|>", 1), ("<|call|>", 1), ("<|end|>", 1),            # <|end|> USER_DEFINED beside these
+    ("<|tool_response>", 1), ("</s>", 1),                          # </s> back to NORMAL beside it
+    ("<PRE>", 1), ("▁<PRE>", 4), ("<|fim_middle|>", 1), ("<SUF>", 5),  # FIM kinds found by text
+    ("<|fim_pad|>", 1),                                            # FIM pad named by key: stays NORMAL
+    ("<ctl_unused_1>", 3), ("<|user_tok|>", 4), ("<eos>", 4),      # unused bit, user-defined, EOG list
+    ("<end_of_turn>", 1), ("<|eom_id|>", 2), ("<unk>", 2), ("<s>", 3), ("[e~[", 1),
+)
+
+
+def _write_rules_gguf(shared: Path, out_path: Path, name: str) -> Path:
+    import gguf
+    reader = gguf.GGUFReader(str(shared / "data" / "gguf" / f"ggml-vocab-{PRE_TYPE_BASE}.gguf"))
+
+    def strings(key):
+        f = reader.fields[key]
+        return [bytes(f.parts[i]) for i in f.data]
+
+    tokens = strings("tokenizer.ggml.tokens")
+    types = [int(reader.fields["tokenizer.ggml.token_type"].parts[i][0]) for i in
+             reader.fields["tokenizer.ggml.token_type"].data]
+    n = len(tokens)
+    tokens += [t.encode("utf-8") for t, _ in RULE_TOKENS]
+    types += [ty for _, ty in RULE_TOKENS]
+    w = _writer(gguf, out_path, name)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(PRE_TYPE_BASE)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges([m.decode("utf-8") for m in strings("tokenizer.ggml.merges")])
+    w.add_bos_token_id(n - 1)
+    w.add_eos_token_id(n - 1)
+    w.add_uint32("tokenizer.ggml.fim_pad_token_id", n - 1)  # so <|fim_pad|> is not looked for by text
+    return _finish(w, out_path)
+
+
+BUILT_VOCABS["rules"] = lambda shared, out: _write_rules_gguf(shared, out, "text rules")
+BUILT_VOCABS["rules-phi3"] = lambda shared, out: _write_rules_gguf(shared, out, "Phi-3 text rules")

@@ -27,12 +27,14 @@ The rules, in llama.cpp's order (each table below is its list, comments name the
    a model name containing "phi-3"/"phi3" gives every matched token RSTRIP, and ``</s>`` too, except
    ``<unk>``, ``<s>``, ``<|endoftext|>``; "modern-bert" gives ``[MASK]`` LSTRIP.
 
+Rule 1 visits tokens in ``std::unordered_map`` order and takes the first candidate of each kind, so
+when a vocabulary holds two candidates of one kind (``<PRE>`` and ``▁<PRE>``) the one promoted depends
+on the C++ library's string hash and bucket policy. tokjit replays libstdc++'s (Linux builds, the
+reference here: :func:`unordered_map_order`); a llama.cpp built with libc++ (macOS) or MSVC may promote
+the other one. One candidate per kind, the usual case, is the same everywhere.
+
 Not mirrored, because llama.cpp's own result depends on the C++ standard library it was built with:
 
-* Rule 1 visits tokens in ``std::unordered_map`` order and takes the first candidate of each kind. When
-  a vocabulary holds two candidates of one kind (``<PRE>`` and ``▁<PRE>``), which one is promoted
-  depends on the library's string hash and bucket policy; tokjit promotes the one with the lowest id.
-  One candidate per kind, the usual case, is exact.
 * Matched tokens of equal length are ordered by ``std::sort``, which is not stable; two equal-length
   tokens can only disagree where their texts overlap in the input (``ab`` / ``ba`` in ``aba``). tokjit
   takes the lower id first.
@@ -105,12 +107,15 @@ def token_attributes(strings: list[str], types: np.ndarray, meta, eos_id: int | 
     index = {s: i for i, s in enumerate(strings)}
 
     found: dict[str, int | None] = {}
+    rank = None
     for kind, (keys, texts) in _FOUND_BY_TEXT.items():
         found[kind] = _key_id(meta, keys, n)
         if found[kind] is None:
             candidates = [index[t] for t in texts if t in index]
+            if len(candidates) > 1 and rank is None:  # the first one llama.cpp's map iteration meets
+                rank = {tid: r for r, tid in enumerate(unordered_map_order(strings))}
             if candidates:
-                found[kind] = min(candidates)
+                found[kind] = min(candidates, key=rank.__getitem__) if len(candidates) > 1 else candidates[0]
                 attrs[found[kind]] |= ATTR_CONTROL
 
     for i in np.flatnonzero(attrs & ATTR_CONTROL).tolist():
@@ -138,6 +143,84 @@ def token_attributes(strings: list[str], types: np.ndarray, meta, eos_id: int | 
 
     _strip_rules(strings, attrs, index, meta)
     return attrs
+
+
+# libstdc++'s unordered_map: bucket count after inserting the k-th element, for each k that grows it
+# (measured with g++ / libstdc++ on x86-64; the prime rehash policy has not changed in many releases)
+_GROWTH = ((1, 13), (14, 29), (30, 59), (60, 127), (128, 257), (258, 541), (542, 1109), (1110, 2357),
+           (2358, 5087), (5088, 10273), (10274, 20753), (20754, 42043), (42044, 85229), (85230, 172933),
+           (172934, 351061), (351062, 712697), (712698, 1447153), (1447154, 2938679), (2938680, 5967347))
+_MASK64 = (1 << 64) - 1
+_MUL = (0xC6A4A793 << 32) + 0x5BD1E995
+
+
+def _std_hash(data: bytes) -> int:
+    """libstdc++'s ``std::hash<std::string>`` on 64-bit (``_Hash_bytes``, seed 0xc70f6907)."""
+    n = len(data)
+    aligned = n & ~7
+    h = 0xC70F6907 ^ ((n * _MUL) & _MASK64)
+    for p in range(0, aligned, 8):
+        d = (int.from_bytes(data[p:p + 8], "little") * _MUL) & _MASK64
+        d = ((d ^ (d >> 47)) * _MUL) & _MASK64
+        h = ((h ^ d) * _MUL) & _MASK64
+    if n & 7:
+        h = ((h ^ int.from_bytes(data[aligned:], "little")) * _MUL) & _MASK64
+    h = ((h ^ (h >> 47)) * _MUL) & _MASK64
+    return h ^ (h >> 47)
+
+
+def unordered_map_order(strings: list[str]) -> list[int]:
+    """Ids in the order llama.cpp's ``token_to_id`` (``std::unordered_map<std::string, int>`` filled id by
+    id) iterates them when built with libstdc++: its node list and bucket heads replayed insert by insert."""
+    n = len(strings)
+    if n > _GROWTH[-1][0]:
+        raise ValueError("vocabulary larger than the measured bucket growth")
+    hashes = [_std_hash(s.encode("utf-8")) for s in strings]
+    head = n  # the list's before-begin node
+    nxt = [-1] * (n + 1)
+    n_buckets = 1
+    buckets = [-1]  # bucket -> node before its first node
+    growth = iter(_GROWTH)
+    grow_at, grow_to = next(growth)
+    for x in range(n):
+        if x + 1 == grow_at:
+            n_buckets = grow_to
+            fresh = [-1] * n_buckets
+            p = nxt[head]
+            nxt[head] = -1
+            first_bucket = 0
+            while p != -1:
+                after = nxt[p]
+                b = hashes[p] % n_buckets
+                if fresh[b] == -1:
+                    nxt[p] = nxt[head]
+                    nxt[head] = p
+                    fresh[b] = head
+                    if nxt[p] != -1:
+                        fresh[first_bucket] = p
+                    first_bucket = b
+                else:
+                    nxt[p] = nxt[fresh[b]]
+                    nxt[fresh[b]] = p
+                p = after
+            buckets = fresh
+            grow_at, grow_to = next(growth, (0, 0))
+        b = hashes[x] % n_buckets
+        if buckets[b] != -1:
+            nxt[x] = nxt[buckets[b]]
+            nxt[buckets[b]] = x
+        else:
+            nxt[x] = nxt[head]
+            nxt[head] = x
+            if nxt[x] != -1:
+                buckets[hashes[nxt[x]] % n_buckets] = x
+            buckets[b] = head
+    order = []
+    p = nxt[head]
+    while p != -1:
+        order.append(p)
+        p = nxt[p]
+    return order
 
 
 def _key_id(meta, keys, n):
