@@ -224,3 +224,11 @@ def test_deeply_nested_arrays(tmp_path):
     crafted = data[:16] + struct.pack("<Q", n_kv + 1) + data[24:] + kv
     with pytest.raises(ModelFileError, match="nested"):
         read_gguf_metadata(crafted)
+
+
+def test_phi3_name_without_its_tokens(tmp_path):
+    """A general.name with "phi3" selects llama.cpp's phi-3 strip rules, which look up </s>, <unk>, <s> and
+    <|endoftext|> by text; llama.cpp fails to load a vocabulary without them, so tokjit refuses it too."""
+    data = write_gguf(tmp_path, extra=[("general.name", "Phi3-like", T.STRING, None)])
+    with pytest.raises(ModelFileError, match="phi-3"):
+        load_bytes(data, use_cache=False)

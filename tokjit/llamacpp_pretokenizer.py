@@ -5,7 +5,9 @@ llama.cpp does not run the HF pre-tokenizer regexes the way HF does (``src/unico
 
 * the regexes of a ``tokenizer.ggml.pre`` type are applied in sequence, each one splitting every piece
   of the previous one; matches *and* the text between them become pieces (nothing is dropped);
-* the GPT-2 and Llama 3 patterns are replaced by hand-written splitters (``custom_split`` below);
+* the GPT-2 and Llama 3 patterns are replaced by hand-written splitters (``custom_split`` below), and
+  so are Kimi K2's list (``kimi_k2_split``) and the afmoe / tiny_aya digit patterns
+  (``digit_group_split``);
 * any other pattern runs in ``std::regex``. A pattern that names a Unicode category (``\\p{L}`` ...) runs
   on a *collapsed* copy of the text where each non-ASCII code point is one placeholder per category
   (and non-ASCII whitespace is ``\\v``); a pattern without categories runs on the code points with
@@ -28,7 +30,9 @@ import os
 import numpy as np
 from numba import njit
 
-from .errors import UnsupportedComponentError
+from .added_tokens import _trie_child
+from .errors import InputError, UnsupportedComponentError
+from .models import register_model
 from .load.gguf_pretypes import custom_splitter
 from .pretokenize.regex_kernel import find_matches
 from .pre_tokenizers import BEHAVIORS, Pieces, RegexSplitter, apply_split_behavior, register_pre_tokenizer
@@ -482,6 +486,153 @@ def split_pieces_on_view(view, v_of_o, o_of_v, starts, ends, n_pieces, prog, rep
     return n_out
 
 
+@njit(cache=True, nogil=True)
+def digit_group_split(buf, starts, ends, n_pieces, flags, cps, offs, out_starts, out_ends):
+    """llama.cpp's ``unicode_regex_split_custom_afmoe`` (also used for tiny_aya's digit regex): each
+    run of \\p{N} is cut into its first ``len % 3`` digits, then groups of three. Cuts are made only
+    inside digit runs, so the text before a run stays glued to the run's first group (``ab12345`` ->
+    ``ab12``, ``345``), as in llama.cpp; the text after the last run is one piece. Returns the number
+    of sub-pieces. O(bytes)."""
+    n_out = 0
+    for p in range(n_pieces):
+        n = decode_utf8(buf, starts[p], ends[p], cps, offs)
+        prev = 0
+        pos = 0
+        while pos < n:
+            if not _is_cat(_flag_at(cps, flags, pos, n), NUMBER):
+                pos += 1
+                continue
+            first = pos
+            while _is_cat(_flag_at(cps, flags, pos, n), NUMBER):
+                pos += 1
+            cut = first + (pos - first) % 3
+            if cut == first:
+                cut += 3
+            while cut <= pos:
+                if cut > prev:
+                    out_starts[n_out] = offs[prev]
+                    out_ends[n_out] = offs[cut]
+                    n_out += 1
+                prev = cut
+                cut += 3
+        if prev < n:
+            out_starts[n_out] = offs[prev]
+            out_ends[n_out] = offs[n]
+            n_out += 1
+    return n_out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _is_han(cp):
+    """llama.cpp's ``unicode_cpt_is_han``: the CJK ideograph blocks it lists (not Unicode's Script=Han)."""
+    return ((0x4E00 <= cp <= 0x9FFF) or (0x3400 <= cp <= 0x4DBF) or (0x20000 <= cp <= 0x2A6DF)
+            or (0x2A700 <= cp <= 0x2B73F) or (0x2B740 <= cp <= 0x2B81F) or (0x2B820 <= cp <= 0x2CEAF)
+            or (0x2CEB0 <= cp <= 0x2EBEF) or (0xF900 <= cp <= 0xFAFF) or (0x2F800 <= cp <= 0x2FA1F))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cpt_at(cps, pos, n):
+    return cps[pos] if 0 <= pos < n else -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _letter_not_han(cps, flags, pos, n):
+    return _is_cat(_flag_at(cps, flags, pos, n), LETTER) and not _is_han(_cpt_at(cps, pos, n))
+
+
+@njit(cache=True, nogil=True)
+def kimi_k2_split(buf, starts, ends, n_pieces, flags, cps, offs, out_starts, out_ends):
+    """llama.cpp's ``unicode_regex_split_custom_kimi_k2``, the hand-written scan that stands for Kimi
+    K2's whole pattern: runs of Han; letter words without Han (one optional leading character that is
+    no letter, digit, CR or LF; an optional case-insensitive 's 't 're 've 'm 'll 'd); digits in groups
+    of three from the left; `` ?`` + other characters + CR/LF; whitespace ending in CR/LF; whitespace
+    runs but the last character (when more text follows); other whitespace; else one character.
+    Returns the number of sub-pieces. O(bytes)."""
+    n_out = 0
+    for p in range(n_pieces):
+        n = decode_utf8(buf, starts[p], ends[p], cps, offs)
+        prev = 0
+        pos = 0
+        while pos < n:
+            cpt = cps[pos]
+            f = _flag_at(cps, flags, pos, n)
+            if _is_han(cpt):
+                while pos < n and _is_han(cps[pos]):
+                    pos += 1
+            else:
+                matched = False
+                lead_ok = not (cpt == 13 or cpt == 10 or _is_cat(f, LETTER) or _is_cat(f, NUMBER))
+                if (_is_cat(f, LETTER) and not _is_han(cpt)) or (lead_ok and _letter_not_han(cps, flags, pos + 1, n)):
+                    has_leading = False
+                    if lead_ok:
+                        has_leading = True
+                        pos += 1
+                    has_letters = False
+                    while _letter_not_han(cps, flags, pos, n):
+                        has_letters = True
+                        pos += 1
+                    if has_letters or (not has_leading and _letter_not_han(cps, flags, pos, n)):
+                        if not has_letters:
+                            pos += 1
+                        while _letter_not_han(cps, flags, pos, n):
+                            pos += 1
+                        if _cpt_at(cps, pos, n) == 39 and pos + 1 < n:
+                            nx = _ascii_lower(_cpt_at(cps, pos + 1, n))
+                            if nx == 115 or nx == 116 or nx == 109 or nx == 100:
+                                pos += 2
+                            elif pos + 2 < n:
+                                nn = _ascii_lower(_cpt_at(cps, pos + 2, n))
+                                if (nx == 114 and nn == 101) or (nx == 118 and nn == 101) or (nx == 108 and nn == 108):
+                                    pos += 3
+                        matched = True
+                    elif has_leading:
+                        pos -= 1
+                if not matched and _is_cat(f, NUMBER):
+                    first = pos
+                    while _is_cat(_flag_at(cps, flags, pos, n), NUMBER):
+                        pos += 1
+                        if pos - first >= 3:
+                            out_starts[n_out] = offs[prev]
+                            out_ends[n_out] = offs[pos]
+                            n_out += 1
+                            prev = pos
+                            first = pos
+                    matched = True
+                if not matched:
+                    f2 = _flag_at(cps, flags, pos + 1, n) if cpt == 32 else f
+                    if _is_other(f2):
+                        if cpt == 32:
+                            pos += 1
+                        while _is_other(f2):
+                            pos += 1
+                            f2 = _flag_at(cps, flags, pos, n)
+                        while _cpt_at(cps, pos, n) == 13 or _cpt_at(cps, pos, n) == 10:
+                            pos += 1
+                        matched = True
+                if not matched:
+                    n_ws = 0
+                    last_crlf = 0
+                    while _is_ws(_flag_at(cps, flags, pos + n_ws, n)):
+                        c2 = cps[pos + n_ws]
+                        if c2 == 13 or c2 == 10:
+                            last_crlf = pos + n_ws + 1
+                        n_ws += 1
+                    if last_crlf > 0:
+                        pos = last_crlf
+                    elif n_ws > 1 and pos + n_ws < n:
+                        pos += n_ws - 1
+                    elif n_ws > 0:
+                        pos += n_ws
+                    else:
+                        pos += 1
+            if pos > prev:
+                out_starts[n_out] = offs[prev]
+                out_ends[n_out] = offs[pos]
+                n_out += 1
+            prev = pos
+    return n_out
+
+
 class _ViewRegex:
     """One std::regex-path pattern: translated, compiled for tokjit's engine when it can."""
 
@@ -514,6 +665,10 @@ class LlamaCppRegexSplit:
                 self.steps.append(("custom", 0))
             elif kind == "llama3":
                 self.steps.append(("custom", 1))
+            elif kind == "digit_groups":
+                self.steps.append(("scan", digit_group_split))
+            elif kind == "kimi_k2":
+                self.steps.append(("scan", kimi_k2_split))
             elif kind is not None:
                 raise UnsupportedComponentError(f"llama.cpp's hand-written {kind!r} splitter is not implemented")
             else:
@@ -525,14 +680,17 @@ class LlamaCppRegexSplit:
         starts, ends = pieces.starts, pieces.ends
         views: dict[bool, tuple] = {}
         for kind, arg in self.steps:
-            if kind == "custom":
+            if kind in ("custom", "scan"):
                 cap = buf.shape[0] + 1
                 cps = np.empty(cap, np.int64)
                 offs = np.empty(cap, np.int64)
                 os_ = np.empty(cap, np.int64)
                 oe = np.empty(cap, np.int64)
-                n = custom_split(buf, starts, ends, np.int64(starts.shape[0]), self.flags, np.int64(arg),
-                                 cps, offs, os_, oe)
+                if kind == "custom":
+                    n = custom_split(buf, starts, ends, np.int64(starts.shape[0]), self.flags, np.int64(arg),
+                                     cps, offs, os_, oe)
+                else:
+                    n = arg(buf, starts, ends, np.int64(starts.shape[0]), self.flags, cps, offs, os_, oe)
                 starts, ends = os_[:n], oe[:n]
             else:
                 view = views.get(arg.collapse)
@@ -711,3 +869,156 @@ class LlamaCppWpm:
 
 
 register_pre_tokenizer("LlamaCppWpm")(LlamaCppWpm)
+
+
+@njit(cache=True, nogil=True)
+def rwkv_encode(buf, starts, ends, n_pieces, child_start, child_count, edge_byte, edge_target, node_token, unk_id,
+                out_ids, out_starts, out_ends):
+    """llama.cpp's ``llm_tokenizer_rwkv_session``: from each position the longest token of the byte trie,
+    then on after it; a position where no token matches gives the unknown token and one byte. Returns
+    the number of ids, or -1 - position of a byte that needs the unknown token when there is none.
+    O(bytes * longest token)."""
+    n_out = 0
+    for p in range(n_pieces):
+        i = starts[p]
+        end = ends[p]
+        while i < end:
+            node = 0
+            best = -1
+            best_end = i + 1
+            j = i
+            while j < end:
+                node = _trie_child(node, buf[j], child_start, child_count, edge_byte, edge_target)
+                if node < 0:
+                    break
+                j += 1
+                if node_token[node] >= 0:
+                    best = node_token[node]
+                    best_end = j
+            if best < 0:
+                if unk_id < 0:
+                    return -1 - i
+                best = unk_id
+                best_end = i + 1
+            out_ids[n_out] = best
+            out_starts[n_out] = i
+            out_ends[n_out] = best_end
+            n_out += 1
+            i = best_end
+    return n_out
+
+
+class LlamaCppRwkv:
+    """``{"type": "LlamaCppRwkv", "unk_id"}``: RWKV's greedy tokenizer as llama.cpp runs it, over the
+    token bytes (already unescaped by the GGUF loader); the last token with given bytes wins, as in
+    llama.cpp's trie. Where no token starts, llama.cpp emits the unknown token (and, when a byte
+    starts tokens but ends none, loops forever; here that byte is unknown too)."""
+
+    def __init__(self, spec):
+        children: list[dict[int, int]] = [{}]
+        token_at = [-1]
+        for tid, data in enumerate(spec.tokens):
+            node = 0
+            for b in data:
+                nxt = children[node].get(b)
+                if nxt is None:
+                    nxt = children[node][b] = len(children)
+                    children.append({})
+                    token_at.append(-1)
+                node = nxt
+            if data:
+                token_at[node] = tid
+        self.child_start = np.zeros(len(children), np.int64)
+        self.child_count = np.zeros(len(children), np.int64)
+        edge_b, edge_t = [], []
+        for node, kids in enumerate(children):
+            self.child_start[node] = len(edge_b)
+            self.child_count[node] = len(kids)
+            for b, t in sorted(kids.items()):
+                edge_b.append(b)
+                edge_t.append(t)
+        self.edge_byte = np.asarray(edge_b or [0], np.uint8)
+        self.edge_target = np.asarray(edge_t or [0], np.int64)
+        self.node_token = np.asarray(token_at, np.int64)
+        unk = spec.model.get("unk_id")
+        self.unk_id = np.int64(-1 if unk is None else int(unk))
+
+    def encode_pieces(self, buf, starts, ends, ws=None):
+        cap = int(buf.shape[0]) + 1
+        out_ids = np.empty(cap, np.int32)
+        out_s = np.empty(cap, np.int64)
+        out_e = np.empty(cap, np.int64)
+        n = rwkv_encode(buf, starts, ends, np.int64(starts.shape[0]), self.child_start, self.child_count,
+                        self.edge_byte, self.edge_target, self.node_token, self.unk_id, out_ids, out_s, out_e)
+        if n < 0:
+            raise InputError(f"byte 0x{int(buf[-1 - n]):02X} starts no token and the vocabulary has no unknown "
+                             "token (llama.cpp would emit an invalid id)")
+        return out_ids[:n], out_s[:n], out_e[:n]
+
+
+register_model("LlamaCppRwkv")(LlamaCppRwkv)
+
+
+@njit(cache=True, nogil=True)
+def whitespace_runs(buf, starts, ends, n_pieces, flags, lower, lowercase, cps, offs, out, out_align, run_starts,
+                    run_ends):
+    """llama.cpp's ``llm_tokenizer_whitespace_session``: code points re-encoded (malformed bytes become
+    U+FFFD), whitespace (llama.cpp's flags) dropped, the others lowercased by the simple map when
+    ``lowercase``; each run between whitespace is a piece. Returns (bytes written, runs); ``out_align[j]``
+    = source offset of output byte j. O(bytes); ``out`` needs 4 bytes per input byte."""
+    m = 0
+    n_runs = 0
+    for p in range(n_pieces):
+        n = decode_utf8(buf, starts[p], ends[p], cps, offs)
+        run_open = False
+        for k in range(n):
+            cp = cps[k]
+            if _is_ws(_flag_at(cps, flags, k, n)):
+                if run_open:
+                    run_ends[n_runs] = m
+                    n_runs += 1
+                    run_open = False
+                continue
+            if lowercase and cp < 0x110000:
+                cp = np.int64(lower[cp])
+            if not run_open:
+                run_starts[n_runs] = m
+                run_open = True
+            m2 = _put_utf8(out, m, cp)
+            for j in range(m, m2):
+                out_align[j] = offs[k]
+            m = m2
+        if run_open:
+            run_ends[n_runs] = m
+            n_runs += 1
+    return m, n_runs
+
+
+class LlamaCppWhitespaceSegments:
+    """``{"type": "LlamaCppWhitespaceSegments", "lowercase"}``: the ``whitespace`` tokenizer model of
+    llama.cpp drops whitespace, optionally lowercases, and tokenizes each run between whitespace on its own."""
+
+    def __init__(self, config: dict):
+        t = _tables()
+        self.flags, self.lower = t["flags"], t["lower"]
+        self.lowercase = bool(config.get("lowercase", False))
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        buf = pieces.buf
+        n = buf.shape[0]
+        cps = np.empty(n + 1, np.int64)
+        offs = np.empty(n + 1, np.int64)
+        out = np.empty(4 * n + 4, np.uint8)
+        out_align = np.empty(4 * n + 5, np.int64)
+        rs = np.empty(n + 1, np.int64)
+        re_ = np.empty(n + 1, np.int64)
+        m, k = whitespace_runs(buf, pieces.starts, pieces.ends, np.int64(pieces.starts.shape[0]), self.flags,
+                               self.lower, self.lowercase, cps, offs, out, out_align, rs, re_)
+        out_align[m] = n
+        align = out_align[:m + 1]
+        if pieces.align is not None:
+            align = np.asarray(pieces.align, np.int64)[align]
+        return pieces.derive(out[:m], rs[:k].copy(), re_[:k].copy(), align)
+
+
+register_pre_tokenizer("LlamaCppWhitespaceSegments")(LlamaCppWhitespaceSegments)

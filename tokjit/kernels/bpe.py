@@ -126,6 +126,8 @@ def _emit_one(buf, s, e, sid, byte_fallback, fuse_unk, unk_id, byte_ids, last_wa
         return n_out + 1, False
     if byte_fallback:
         for b in range(s, e):
+            if byte_ids[buf[b]] < 0:
+                continue  # no <0xXX> token and no unknown token: llama.cpp drops the byte
             out_ids[n_out] = byte_ids[buf[b]]
             out_starts[n_out] = b
             out_ends[n_out] = b + 1

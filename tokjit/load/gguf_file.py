@@ -18,6 +18,8 @@ from numba import njit
 
 from ..errors import ModelFileError, UnsupportedComponentError
 from ..spec import AddedToken, TokenizerSpec, TokenType
+from .gguf_attrs import (ATTR_LSTRIP, ATTR_MATCHED, ATTR_NORMAL, ATTR_PARSE_SPECIAL_ONLY, ATTR_RSTRIP, ATTR_UNUSED,
+                         ATTR_USER_DEFINED, token_attributes, types_from_attributes)
 from .gguf_pretypes import UnknownPreTypeError, gguf_pre_type
 from .hf_json import bytes_to_unicode, unmap_byte_level
 
@@ -252,7 +254,17 @@ _MODEL_DEFAULTS = {
     "gpt2": dict(bos=11, eos=11, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
                  add_sep=False),
     "t5": dict(bos=None, eos=1, unk=2, sep=None, pad=0, mask=None, add_bos=False, add_eos=True, add_sep=False),
+    "rwkv": dict(bos=None, eos=None, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
+                 add_sep=False),
+    # BPE run on each whitespace-separated run of the text, whitespace dropped (llama.cpp's defaults are gpt2's)
+    "whitespace": dict(bos=11, eos=11, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
+                       add_sep=False),
+    # a BPE vocabulary whose pre type is always gemma4; every special id comes from the keys
+    "gemma4": dict(bos=None, eos=None, unk=None, sep=None, pad=None, mask=None, add_bos=False, add_eos=False,
+                   add_sep=False),
 }
+# tokenizer.ggml.model values llama.cpp runs through its BPE tokenizer, with the pre type they force
+_BPE_MODELS = {"gpt2": None, "whitespace": None, "gemma4": "gemma4"}
 _ID_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id",
             "sep": "seperator_token_id", "pad": "padding_token_id", "mask": "mask_token_id"}
 
@@ -266,7 +278,8 @@ def load_gguf(path, data: bytes) -> TokenizerSpec:
         meta.fail("tokenizer.ggml.model", "required key is missing")
     if model_name not in _MODEL_DEFAULTS:
         raise UnsupportedComponentError(
-            f"GGUF tokenizer.ggml.model {model_name!r} is not supported (tokjit reads gpt2, llama, t5, bert)")
+            f"GGUF tokenizer.ggml.model {model_name!r} is not supported (tokjit reads "
+            f"{', '.join(sorted(_MODEL_DEFAULTS))})")
     strings = meta.strings("tokenizer.ggml.tokens", required=True)
     n = len(strings)
     if n == 0:
@@ -295,15 +308,18 @@ def load_gguf(path, data: bytes) -> TokenizerSpec:
             strings[i] = f"[EMPTY_{i}]"  # llama.cpp renames empty tokens
 
     ids = _special_ids(meta, model_name, n)
-    pre_name = meta.string("tokenizer.ggml.pre") if model_name == "gpt2" else None
+    bpe = model_name in _BPE_MODELS
+    pre_name = (_BPE_MODELS[model_name] or meta.string("tokenizer.ggml.pre")) if bpe else None
     pre = None
-    if model_name == "gpt2":
+    from_pre: set[str] = set()
+    if bpe:
         try:
             pre = gguf_pre_type(pre_name)
         except UnknownPreTypeError as exc:
             raise UnsupportedComponentError(f"{exc} (key tokenizer.ggml.pre in {path})") from None
         ids["add_bos"] = pre.add_bos
         ids["add_sep"] = pre.add_sep
+        from_pre = {"add_bos", "add_sep"}
         if pre.bos_disabled:
             ids["bos"] = None
     for flag in ("add_bos", "add_eos", "add_sep"):
@@ -311,14 +327,22 @@ def load_gguf(path, data: bytes) -> TokenizerSpec:
         val = meta.boolean(key)
         if val is not None:
             ids[flag] = val
+            from_pre.discard(flag)
+    if pre is not None and pre.pre_type == "GEMMA4":
+        ids["add_bos"] = True  # llama.cpp overrides a false add_bos_token for this pre type
     for flag, tid in (("add_bos", "bos"), ("add_eos", "eos"), ("add_sep", "sep")):
         if ids[flag] and ids[tid] is None:
-            meta.fail(f"tokenizer.ggml.{flag}_token", f"is true but there is no {tid} token")
+            if flag not in from_pre:
+                meta.fail(f"tokenizer.ggml.{flag}_token", f"is true but there is no {tid} token")
+            # a pre type's default (jina-v1-en's add_sep) with no such token: llama.cpp loads the file
+            # and only aborts if asked to add it, so the flag is dropped here
+            ids[flag] = False
 
-    types = _adjust_types(strings, types, ids)
-    added = _added_tokens(strings, types, meta)
-    builders = {"gpt2": _gpt2, "llama": _llama, "bert": _bert, "t5": _t5}
-    spec = builders[model_name](meta, strings, types, scores, ids, pre, added)
+    attrs = token_attributes(strings, types, meta, ids["eos"])
+    types = types_from_attributes(types, attrs)
+    added = _added_tokens(strings, attrs)
+    builders = {"gpt2": _gpt2, "whitespace": _gpt2, "gemma4": _gpt2, "llama": _llama, "bert": _bert, "t5": _t5, "rwkv": _rwkv}
+    spec = builders[model_name](meta, strings, types, scores, ids, pre, added, attrs)
     spec.post_processor = _post_processor(model_name, ids)
     spec.chat_template = meta.string("tokenizer.chat_template")
     spec.bos_id, spec.eos_id, spec.unk_id, spec.pad_id = ids["bos"], ids["eos"], ids["unk"], ids["pad"]
@@ -340,51 +364,14 @@ def _special_ids(meta: _Meta, model_name: str, n: int) -> dict:
     return ids
 
 
-def _adjust_types(strings: list[str], types: np.ndarray, ids: dict) -> np.ndarray:
-    """Token-type changes llama.cpp makes from token text (section 1 of notes/llamacpp.md)."""
-    types = types.copy()
-    index = {s: i for i, s in enumerate(strings)}
-    eog_like = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>",
-                "<|end▁of▁sentence|>", "<|eom_id|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
-                "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<fim-prefix>", "<fim-suffix>", "<fim-middle>",
-                "<fim-pad>", "<|return|>", "<|call|>")
-    for text in eog_like:
-        i = index.get(text)
-        if i is not None and types[i] not in (TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN):
-            types[i] = TokenType.CONTROL
-    for i, s in enumerate(strings):
-        if types[i] == TokenType.CONTROL and "unused" in s:
-            types[i] = TokenType.UNUSED
-    return types
-
-
-def _added_tokens(strings: list[str], types: np.ndarray, meta: _Meta) -> list[AddedToken]:
-    """Control, user-defined and unknown-type tokens, matched in the text before the model runs.
-
-    With parse_special=False llama.cpp still matches USER_DEFINED tokens (``special=False`` here);
-    the others only with parse_special=True.
-    """
-    # llama.cpp sets strip attributes by model name (one rule of this if / else-if chain applies)
-    name = (meta.string("general.name") or "").lower()
-    pre = meta.string("tokenizer.ggml.pre") or ""
-    arch = meta.string("general.architecture") or ""
-    lstrip_token = None
-    phi3 = False
-    if any(k in pre for k in ("jina-v2-de", "jina-v2-es", "jina-v2-code")) or \
-            any(k in arch for k in ("nomic-bert-moe", "jina-bert-v3")):
-        lstrip_token = "<mask>"
-    elif "phi-3" in name or "phi3" in name:
-        phi3 = True
-    elif "modern-bert" in name:
-        lstrip_token = "[MASK]"
+def _added_tokens(strings: list[str], attrs: np.ndarray) -> list[AddedToken]:
+    """Tokens llama.cpp matches in the text before the model runs (CONTROL, USER_DEFINED or UNKNOWN
+    attribute); those with CONTROL or UNKNOWN only with parse_special (``special=True`` here)."""
     out = []
-    matchable = np.flatnonzero((types == TokenType.CONTROL) | (types == TokenType.USER_DEFINED)
-                               | (types == TokenType.UNKNOWN))
-    for i in matchable.tolist():
-        s = strings[i]
-        rstrip = phi3 and s not in ("<unk>", "<s>", "<|endoftext|>")
-        out.append(AddedToken(content=s, id=i, special=types[i] != TokenType.USER_DEFINED, rstrip=rstrip,
-                              lstrip=s == lstrip_token, normalized=False))
+    for i in np.flatnonzero(attrs & ATTR_MATCHED).tolist():
+        a = int(attrs[i])
+        out.append(AddedToken(content=strings[i], id=i, special=bool(a & ATTR_PARSE_SPECIAL_ONLY),
+                              rstrip=bool(a & ATTR_RSTRIP), lstrip=bool(a & ATTR_LSTRIP), normalized=False))
     return out
 
 
@@ -412,9 +399,11 @@ def _post_processor(model_name: str, ids: dict) -> dict | None:
     return {"type": "TemplateProcessing", "single": single, "special_tokens": specials}
 
 
-def _merges(meta: _Meta, strings: list[str], mask: np.ndarray) -> np.ndarray:
+def _merges(meta: _Meta, strings: list[str], mask: np.ndarray, allow_missing: bool = False) -> np.ndarray:
     """``tokenizer.ggml.merges`` -> int32 rows (left id, right id, merged id or -1)."""
     merges = meta.strings("tokenizer.ggml.merges")
+    if merges is None and allow_missing:
+        merges = []  # llama.cpp then merges nothing: every character is looked up on its own
     if merges is None:
         meta.fail("tokenizer.ggml.merges", "required key is missing (llama.cpp refuses a BPE vocab without merges)")
     index = {}
@@ -436,7 +425,7 @@ def _merges(meta: _Meta, strings: list[str], mask: np.ndarray) -> np.ndarray:
     return rows[:k]
 
 
-def _gpt2(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+def _gpt2(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
     from .. import llamacpp_pretokenizer  # noqa: F401  (registers the components)
     if pre.byte_encode:
         # llama.cpp looks byte-encoded text up by token string, so a token spelled with characters outside
@@ -447,22 +436,31 @@ def _gpt2(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
     else:
         mask = np.ones(len(strings), np.bool_)
         tokens = [s.encode("utf-8") for s in strings]
-        decoder = {"type": "LlamaCppSpm"}
-    merges = _merges(meta, strings, mask)
+        # token_to_piece for raw-UTF-8 BPE: U+2581 back to spaces (when escaped), <0xXX> tokens to bytes
+        steps = [{"type": "ByteFallback"}, {"type": "Fuse"}]
+        if pre.escape_whitespaces:
+            steps.insert(0, {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "})
+        decoder = {"type": "Sequence", "decoders": steps}
+    merges = _merges(meta, strings, mask, allow_missing=pre.name == "kimi-k2")  # as llama.cpp allows
     normalizer = None
     if pre.escape_whitespaces:
         normalizer = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
     if pre.lowercase:
         raise UnsupportedComponentError(f"GGUF pre type {pre.name!r} (lowercasing whitespace model)")
+    pre_tokenizer = {"type": "LlamaCppRegexSplit", "regexes": list(pre.regexes)}
+    if meta.string("tokenizer.ggml.model") == "whitespace":
+        # llama.cpp's normalizer lowercase defaults to true; only the whitespace pre type turns it off
+        lowercase = meta.boolean("tokenizer.ggml.normalizer.lowercase", pre.lowercase is None)
+        pre_tokenizer = {"type": "Sequence", "pretokenizers": [
+            {"type": "LlamaCppWhitespaceSegments", "lowercase": lowercase}, pre_tokenizer]}
     model = {"type": "BPE", "merge_rule": "pairs", "byte_level": pre.byte_encode,
              "byte_fallback": not pre.byte_encode, "ignore_merges": pre.ignore_merges, "unk_id": None}
     return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores, merges=merges,
                          model_mask=mask, normalizer=normalizer,
-                         pre_tokenizer={"type": "LlamaCppRegexSplit", "regexes": list(pre.regexes)},
-                         decoder=decoder, added_tokens=added)
+                         pre_tokenizer=pre_tokenizer, decoder=decoder, added_tokens=added)
 
 
-def _llama(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+def _llama(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
     """llama.cpp's SPM: every raw fragment (text between matched tokens) gets one ' ' in front when
     add_space_prefix is on, ' ' -> U+2581, nothing else is normalised; symbols are characters merged
     by the score of the merged token (any token type may be formed), characters that are no token
@@ -485,7 +483,7 @@ def _llama(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
                          decoder=decoder, added_tokens=added)
 
 
-def _bert(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+def _bert(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
     from .. import llamacpp_pretokenizer  # noqa: F401
     lowercase = meta.boolean("tokenizer.ggml.normalizer.lowercase", True)
     strip_accents = meta.boolean("tokenizer.ggml.normalizer.strip_accents", lowercase)
@@ -501,7 +499,7 @@ def _bert(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
                          added_tokens=added)
 
 
-def _t5(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
+def _t5(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
     """llama.cpp's UGM: sentencepiece's normaliser (user-defined prefix, charsmap, whitespace rules)
     and a Viterbi in double precision where later candidates must score strictly higher, consecutive
     unknowns fused into one unk id. Unigram arithmetic "llamacpp" over NORMAL / USER_DEFINED / UNUSED pieces."""
@@ -518,9 +516,47 @@ def _t5(meta, strings, types, scores, ids, pre, added) -> TokenizerSpec:
                   # even when add_space_prefix is off
                   "add_dummy_prefix": add_space_prefix or remove_extra, "remove_extra_whitespaces": remove_extra,
                   "escape_whitespaces": True, "treat_whitespace_as_suffix": False,
-                  "user_defined": [s for s, t in zip(strings, types.tolist()) if t == TokenType.USER_DEFINED]}
-    mask = (types == TokenType.NORMAL) | (types == TokenType.USER_DEFINED) | (types == TokenType.UNUSED)
+                  "user_defined": [strings[i] for i in np.flatnonzero(attrs & ATTR_USER_DEFINED).tolist()]}
+    # llm_tokenizer_ugm's trie: attribute bits, so a promoted NORMAL token and a control token named
+    # "unused" stay in it
+    mask = (attrs & (ATTR_NORMAL | ATTR_USER_DEFINED | ATTR_UNUSED)) != 0
     decoder = {"type": "SentencePieceDecoder", "strip_leading_space": add_space_prefix,
                "remove_extra_whitespaces": remove_extra, "unk_surface": "\u2585", "denormalizer": None}
     return TokenizerSpec(model=model, tokens=tokens, token_types=types, scores=scores.astype(np.float32),
                          model_mask=mask, normalizer=normalizer, decoder=decoder, added_tokens=added)
+
+
+def unescape_rwkv(text: str) -> bytes:
+    """llama.cpp's ``llama_unescape_rwkv_token``: RWKV GGUF tokens are Python ``repr`` bodies of their bytes
+    (``\\t \\n \\r \\xNN``, any other escaped character stands for itself); hex digits are read as
+    llama.cpp reads them (lower-case only; anything else wraps like its uint8 arithmetic)."""
+    out = bytearray()
+    escaping = False
+    hex_left = 0
+    acc = 0
+    for c in text.encode("utf-8"):
+        if hex_left:
+            acc = ((acc << 4) + (c - 87 if c >= 97 else c - 48)) & 0xFF
+            hex_left -= 1
+            if hex_left == 0:
+                out.append(acc)
+                acc = 0
+        elif escaping:
+            escaping = False
+            if c == 0x78:  # x
+                hex_left = 2
+            else:
+                out.append({0x74: 9, 0x6E: 10, 0x72: 13}.get(c, c))
+        elif c == 0x5C:
+            escaping = True
+        else:
+            out.append(c)
+    return bytes(out)
+
+
+def _rwkv(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
+    """llama.cpp's RWKV: greedy longest match over the unescaped token bytes, nothing normalised or split."""
+    from .. import llamacpp_pretokenizer  # noqa: F401  (registers the model)
+    tokens = [unescape_rwkv(s) for s in strings]
+    return TokenizerSpec(model={"type": "LlamaCppRwkv", "unk_id": ids["unk"]}, tokens=tokens, token_types=types,
+                         scores=scores, model_mask=np.ones(len(strings), np.bool_), added_tokens=added)

@@ -3,7 +3,9 @@
 Maps every ``tokenizer.ggml.pre`` string that llama.cpp accepts to the regexes its BPE tokenizer splits
 with and the per-pre-type flags it sets. Facts from ggml-org/llama.cpp ``src/llama-vocab.cpp``
 (``llama_vocab::impl::load`` and the ``llm_tokenizer_bpe`` constructor) at commit 00ad355e009e83abf98f96a6ded7193b95763681,
-and ``src/unicode.cpp`` (``unicode_regex_split``). The flags are defaults; GGUF keys override some (see ``GgufPreType``).
+and ``src/unicode.cpp`` (``unicode_regex_split``), brought to 0c1e570 (glm4 / glm5, the afmoe splitter for
+tiny_aya's digits) and checked there by llama.cpp's ids for every pre value (``tests/data/llamacpp-0c1e570``).
+The flags are defaults; GGUF keys override some (see ``GgufPreType``).
 """
 
 from __future__ import annotations
@@ -40,12 +42,16 @@ KIMI_K2_TRIGGER = r"\p{Han}+"
 # afmoe: digit runs split so that the first group has len % 3 digits, then groups of 3 (hand-written)
 AFMOE_DIGITS_TRIGGER = r"\p{AFMoE_digits}"
 
+# tiny_aya's digit regex, which llama.cpp (0c1e570) replaces by the afmoe digit splitter
+TINY_AYA_DIGITS = r"\d{1,3}(?=(?:\d{3})*\b)"
+
 _CUSTOM = {
     GPT2_REGEX: "gpt2",
     LLAMA3_REGEX: "llama3",
     LLAMA3_REGEX_ORIGINAL: "llama3",
     KIMI_K2_TRIGGER: "kimi_k2",
-    AFMOE_DIGITS_TRIGGER: "afmoe_digits",
+    AFMOE_DIGITS_TRIGGER: "digit_groups",
+    TINY_AYA_DIGITS: "digit_groups",
 }
 
 
@@ -332,7 +338,8 @@ for _t_ in (
     _t('dbrx', 'DBRX'),
     _t('smaug-bpe', 'SMAUG'),
     _t('poro-chat', 'PORO', clean_spaces=False),
-    _t('glm4', 'CHATGLM4', bos_disabled=True),
+    _t('glm4', 'CHATGLM4', bos_disabled=True, ignore_merges=True),
+    _t('glm5', 'CHATGLM4', bos_disabled=True, ignore_merges=True),
     _t('chatglm-bpe', 'CHATGLM4', bos_disabled=True),
     _t('viking', 'VIKING', clean_spaces=False),
     _t('jais', 'JAIS'),
