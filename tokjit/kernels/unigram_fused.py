@@ -600,7 +600,8 @@ def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_d
         sp.at_starts, sp.at_ends, sp.at_ids, sp.tok_starts, sp.tok_ends, sp.io
     piece_starts, piece_ends = sp.piece_starts, sp.piece_ends
     cm_buf, cm_src, ms_buf, ms_align = bf.cm_buf, bf.cm_src, bf.norm_buf, bf.norm_align
-    word_starts, word_ends, prepend, one_start, one_end = bf.word_starts, bf.word_ends, bf.prepend, bf.one_start, bf.one_end
+    word_starts, word_ends, prepend = bf.word_starts, bf.word_ends, bf.prepend
+    one_start, one_end = bf.one_start, bf.one_end
     best_score, best_start, best_id = lattice.best_score, lattice.best_start, lattice.best_id
     path_start, path_end = lattice.path_start, lattice.path_end
     cm_cap = cm_buf.shape[0]
