@@ -70,6 +70,7 @@ class _SPMThread:
         big = 3 * cap + 8
         self.cap = cap
         self.spans = ThreadSpans(text_cap=cap, out_cap=3 * cap + 16, added_cap=cap + 1, tok_cap=big)
+        self.out_view = self.spans.out_view  # what encode_list reads the ids from
         self.buffers = kernel.make_spm_buffers(
             np.arange(cap + 2, dtype=np.int64), np.empty(big, np.int64), np.empty(big, np.int64),
             np.empty(big, np.int64), np.empty(big, np.uint8), np.empty(big + 1, np.int64),
@@ -107,7 +108,10 @@ class FusedSentencePiece(FusedPath):
         return st
 
     def encode_list(self, text: str, parse_special: bool) -> list[int]:
-        data = utf8_bytes(text)
+        try:
+            data = text.encode("utf-8")
+        except (UnicodeEncodeError, AttributeError):
+            data = utf8_bytes(text)
         try:
             st = self._local.st
         except AttributeError:
@@ -119,7 +123,7 @@ class FusedSentencePiece(FusedPath):
         if n == GROW:
             st = self._thread(len(data))
             n = entry(st.sessions[parse_special], data)
-        return st.spans.out_view[:n].tolist()
+        return st.out_view[:n].tolist()
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -73,6 +73,7 @@ class _UnigramThread:
     def __init__(self, path: "FusedUnigram", raw: int, cm: int, norm: int, out: int, words):
         self.raw, self.cm, self.norm, self.out = raw, cm, norm, out
         self.spans = ThreadSpans(text_cap=raw, out_cap=out, added_cap=raw, tok_cap=norm + 1, piece_cap=norm + 1)
+        self.out_view = self.spans.out_view  # what encode_list reads the ids from
         self.buffers = kernel.make_unigram_buffers(
             np.empty(raw, np.int64), np.empty(raw, np.int64), np.empty(raw, np.int64),
             np.empty(cm, np.uint8), np.empty(cm, np.int64), np.empty(norm, np.uint8), np.empty(norm + 1, np.int64),
@@ -156,7 +157,10 @@ class FusedUnigram(FusedPath):
         return st
 
     def encode_list(self, text: str, parse_special: bool) -> list[int]:
-        data = utf8_bytes(text)
+        try:
+            data = text.encode("utf-8")
+        except (UnicodeEncodeError, AttributeError):
+            data = utf8_bytes(text)
         try:
             st = self._local.st
         except AttributeError:
@@ -176,7 +180,7 @@ class FusedUnigram(FusedPath):
             else:
                 st = self._thread(out=need + 16)
             n = entry(st.sessions[parse_special], data)
-        return st.spans.out_view[:n].tolist()
+        return st.out_view[:n].tolist()
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -46,6 +46,7 @@ class _WordPieceThread:
         self.cap = cap
         self.spans = ThreadSpans(text_cap=cap, out_cap=2 * expansion * cap + 16, added_cap=cap + 1,
                                  tok_cap=2 * norm + 2, piece_cap=norm)
+        self.out_view = self.spans.out_view  # what encode_list reads the ids from
         run = 4 * cap + 16
         self.buffers = kernel.make_wordpiece_buffers(
             np.empty(norm, np.int64), np.empty(norm, np.int64), np.empty(norm, np.int64),
@@ -95,7 +96,10 @@ class FusedWordPiece(FusedPath):
         return st
 
     def encode_list(self, text: str, parse_special: bool) -> list[int]:
-        data = utf8_bytes(text)
+        try:
+            data = text.encode("utf-8")
+        except (UnicodeEncodeError, AttributeError):
+            data = utf8_bytes(text)
         try:
             st = self._local.st
         except AttributeError:
@@ -108,7 +112,7 @@ class FusedWordPiece(FusedPath):
             st = self._thread(len(data))
             n = entry(st.sessions[parse_special], data)
         if n >= 0:
-            return st.spans.out_view[:n].tolist()
+            return st.out_view[:n].tolist()
         # the staged path encodes this text (or raises its error)
         ids, _, _ = self.tok._encode_staged(np.frombuffer(bytearray(data), np.uint8), parse_special,
                                             want_spans=False)
