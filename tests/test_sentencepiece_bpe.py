@@ -194,6 +194,34 @@ def test_spm_variants(tmp_path, variant):
     assert [tok.decode(x) for x in ids] == ref.decode(ids)
 
 
+def test_unused_resegmentation_from_many_threads(tmp_path):
+    """UNUSED-piece resegmentation writes per-call scratch (``rev_left`` and the list of ids to reset
+    in it): threads sharing one tokenizer, half of their calls on the fused path (encode) and half
+    on the staged one (encode_with_offsets), all give sentencepiece's ids."""
+    import threading
+
+    path = edited_llama2(tmp_path, _unused, "unused")
+    ref = spm.SentencePieceProcessor(model_file=path)
+    tok = tokjit.load(path)
+    texts = corpus_lines(limit_per_file=30, step=41) + ["the theatre thethe and nation ration " * 20]
+    expected = ref.encode(texts)
+    failures = []
+
+    def work(k):
+        for i, text in enumerate(texts):
+            staged = (i + k) % 2 == 1
+            ids = tok.encode_with_offsets(text)[0] if staged else tok.encode(text)
+            if ids != expected[i]:
+                failures.append((k, staged, text[:60]))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not failures, failures[:3]
+
+
 # ------------------------------------------------------------------------------------------------
 # tokenizer.json (HF) encode / decode
 # ------------------------------------------------------------------------------------------------

@@ -60,6 +60,13 @@ class Workspace:
             arr = self._rev_left = np.full(n, -1, np.int32)
         return arr
 
+    def touched(self, n: int) -> np.ndarray:
+        """Per-thread list of the ids whose ``rev_left`` the BPE kernel must reset (capacity ``n``)."""
+        arr = getattr(self, "_touched", None)
+        if arr is None or arr.shape[0] != n:
+            arr = self._touched = np.zeros(n, np.int64)
+        return arr
+
 
 class BPEModel:
     """Byte-pair encoding; see :mod:`tokjit.kernels.bpe` for the flavours one kernel covers."""
@@ -121,6 +128,7 @@ class BPEModel:
             raise UnsupportedComponentError(f"BPE merge rule {rule!r}")
         types = np.asarray(spec.token_types)
         self.token_flags = np.zeros(1, np.uint8)
+        # only its size is used: the kernel writes a per-thread copy (Workspace.touched, BPEScratch)
         self.touched = np.zeros(1, np.int64)
         if opts.get("resegment_unused", False) and types.shape[0] == n:
             unused = (types == TokenType.UNUSED) & model_mask(spec)
@@ -191,7 +199,7 @@ class BPEModel:
             self.flags, self.unk_id, self.max_len,
             out_ids, out_starts, out_ends,
             ws.start, ws.end, ws.id, ws.rank, ws.prev, ws.next, ws.heap,
-            self.token_flags, rev_left, self.touched, ws.stack, self.unsafe_prev)
+            self.token_flags, rev_left, ws.touched(self.touched.shape[0]), ws.stack, self.unsafe_prev)
         return out_ids[:n], out_starts[:n], out_ends[:n]
 
 

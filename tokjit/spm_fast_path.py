@@ -12,8 +12,11 @@ import threading
 
 import numpy as np
 
-from .fast_path import FusedPath, PieceCache, doc_sizes
-from .kernels.spm_fused import encode_docs_spm
+from .fast_path import FusedPath, PieceCache, doc_sizes, kernel_entry
+from .fused_threads import ThreadSpans, utf8_bytes, writable_docs
+from .kernels import spm_fused as kernel
+from .kernels import structs
+from .kernels.fused import GROW
 from .models import BPEModel, Workspace
 from .sentencepiece_normalizer import WS_DUMMY_PREFIX, WS_ESCAPE, SentencePieceNormalizer
 
@@ -57,71 +60,79 @@ def _hf_whitespace_flags(tok):
     return np.int64(WS_ESCAPE | (WS_DUMMY_PREFIX if prepend else 0))
 
 
-class _Scratch:
-    def __init__(self):
-        self.cap = -1
-        self.bpe = Workspace()
-        self.cache = PieceCache()
+class _SPMThread:
+    """One thread's buffers for the SentencePiece-BPE kernel, as numpy arrays and as the structures
+    the kernel takes (one session per parse_special); rebuilt larger when a text does not fit, keeping
+    the piece cache."""
 
-    def ensure(self, longest: int):
-        if longest <= self.cap:
-            return self
-        cap = max(longest, 2 * self.cap, 1024)
+    def __init__(self, model: BPEModel, pipes, cap: int, cache: PieceCache | None = None):
+        cap = max(cap, 1024)
         big = 3 * cap + 8
-        self.ident = np.arange(cap + 2, dtype=np.int64)
-        self.at_starts = np.empty(cap + 1, np.int64)
-        self.at_ends = np.empty(cap + 1, np.int64)
-        self.at_ids = np.empty(cap + 1, np.int64)
-        self.ud_starts = np.empty(big, np.int64)
-        self.ud_ends = np.empty(big, np.int64)
-        self.ud_ids = np.empty(big, np.int64)
-        self.norm_buf = np.empty(big, np.uint8)
-        self.norm_align = np.empty(big + 1, np.int64)
-        self.one_start = np.zeros(1, np.int64)
-        self.one_end = np.zeros(1, np.int64)
-        self.bpe.grow(big)
-        self.tok_starts = np.empty(big, np.int64)
-        self.tok_ends = np.empty(big, np.int64)
         self.cap = cap
-        return self
+        self.spans = ThreadSpans(text_cap=cap, out_cap=3 * cap + 16, added_cap=cap + 1, tok_cap=big)
+        self.out_view = self.spans.out_view  # what encode_list reads the ids from
+        self.buffers = kernel.make_spm_buffers(
+            np.arange(cap + 2, dtype=np.int64), np.empty(big, np.int64), np.empty(big, np.int64),
+            np.empty(big, np.int64), np.empty(big, np.uint8), np.empty(big + 1, np.int64),
+            np.zeros(1, np.int64), np.zeros(1, np.int64))
+        ws = Workspace()
+        ws.grow(big)
+        self.cache = cache if cache is not None else PieceCache()
+        # rev_left and touched are written by the BPE kernel: one per thread, never the model's
+        self.bpe = structs.make_bpe_scratch(ws, ws.rev_left(model.token_flags.shape[0]),
+                                            np.zeros(model.touched.shape[0], np.int64), self.cache)
+        self.sessions = tuple(kernel.make_spm_session(pipe, self.spans.struct, self.bpe, self.buffers)
+                              for pipe in pipes)
 
 
 class FusedSentencePiece(FusedPath):
     def __init__(self, tok, ws_flags):
         self.tok = tok
         self.model: BPEModel = tok.model
-        self.ws_flags = ws_flags
+        vocab = structs.make_bpe_vocab(self.model)
+        flags = np.int64(ws_flags)
+        # indexed by parse_special
+        self.pipes = (
+            kernel.make_spm_pipe(structs.make_trie(tok._match_plain), structs.make_trie(tok._match_plain_norm),
+                                 vocab, flags),
+            kernel.make_spm_pipe(structs.make_trie(tok._match_all), structs.make_trie(tok._match_all_norm),
+                                 vocab, flags))
         self._local = threading.local()
+        self._entry = None
 
-    def _scratch(self, longest: int) -> _Scratch:
-        ws = getattr(self._local, "scratch", None)
-        if ws is None:
-            ws = self._local.scratch = _Scratch()
-        return ws.ensure(longest)
+    def _thread(self, longest: int) -> _SPMThread:
+        st = getattr(self._local, "st", None)
+        if st is None or st.cap < longest:
+            st = self._local.st = _SPMThread(self.model, self.pipes, max(longest, 2 * st.cap if st else 0),
+                                             st.cache if st else None)
+        return st
+
+    def encode_list(self, text: str, parse_special: bool) -> list[int]:
+        try:
+            data = text.encode("utf-8")
+        except (UnicodeEncodeError, AttributeError):
+            data = utf8_bytes(text)
+        try:
+            st = self._local.st
+        except AttributeError:
+            st = self._thread(0)
+        entry = self._entry
+        if entry is None:
+            entry = self._entry = kernel_entry(kernel.encode_text_spm, st.sessions[0], data)
+        n = entry(st.sessions[parse_special], data)
+        if n == GROW:
+            st = self._thread(len(data))
+            n = entry(st.sessions[parse_special], data)
+        return st.out_view[:n].tolist()
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, per-document end offsets into ids) for documents ``buf[doc_starts[i]:doc_ends[i]]``."""
+        buf, doc_starts, doc_ends = writable_docs(buf, doc_starts, doc_ends)
         n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
-        ws = self._scratch(longest)
-        m = self.model
-        bpe = ws.bpe
-        rev_left = bpe.rev_left(m.token_flags.shape[0])
-        tok = self.tok
-        raw = tok._match_all if parse_special else tok._match_plain
-        ud = tok._match_all_norm if parse_special else tok._match_plain_norm
+        st = self._thread(longest)
         out_ids = np.empty(3 * total + 4 * n_docs + 16, np.int32)
         doc_out_end = np.zeros(n_docs, np.int64)
-        v, p = m.vocab, m.pairs
-        n = encode_docs_spm(
-            buf, doc_starts, doc_ends, np.int64(n_docs), ws.ident, self.ws_flags,
-            raw.first_byte, raw.child_start, raw.child_count, raw.edge_byte, raw.edge_target, raw.node_token,
-            ws.at_starts, ws.at_ends, ws.at_ids,
-            ud.first_byte, ud.child_start, ud.child_count, ud.edge_byte, ud.edge_target, ud.node_token,
-            ws.ud_starts, ws.ud_ends, ws.ud_ids,
-            ws.norm_buf, ws.norm_align, ws.one_start, ws.one_end,
-            v.blob, v.offsets, v.table, m.byte_ids, m.merge_rank, p.slots,
-            m.flags, m.unk_id, m.max_len,
-            bpe.start, bpe.end, bpe.id, bpe.rank, bpe.prev, bpe.next, bpe.heap,
-            m.token_flags, rev_left, m.touched, bpe.stack, m.unsafe_prev,
-            ws.tok_starts, ws.tok_ends, out_ids, doc_out_end, *ws.cache.arrays)
+        n = kernel.encode_docs_spm(st.sessions[parse_special], buf, doc_starts, doc_ends, 0, n_docs, out_ids,
+                                   doc_out_end)
         return out_ids[:n], doc_out_end

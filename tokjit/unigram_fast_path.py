@@ -9,13 +9,16 @@ chunking and threading of :class:`tokjit.fast_path.FusedPath`.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
 
 from .added_tokens import AddedTokenMatcher
 from .errors import InputError
-from .fast_path import FusedPath, doc_sizes
+from .fast_path import FusedPath, doc_sizes, kernel_entry
+from .fused_threads import ThreadSpans, field, utf8_bytes, writable_docs
+from .kernels import structs
 from .kernels import unigram_fused as kernel
 from .sentencepiece_normalizer import SentencePieceNormalizer
 from .unigram import UnigramModel
@@ -23,9 +26,6 @@ from .unigram import UnigramModel
 _NO_USER_DEFINED = AddedTokenMatcher([])  # an empty trie for models without protected pieces
 _EMPTY_U32 = np.zeros(1, np.uint32)
 _EMPTY_U8 = np.zeros(1, np.uint8)
-# stands in for the word cache's arrays (same dtypes and shapes' rank) when a model cannot use it
-_NO_WORD_CACHE = (np.zeros((1, 8), np.int64), np.zeros((1, 2), np.float64), np.zeros(1, np.uint8),
-                  np.zeros(1, np.int32), np.zeros(1, np.float32), np.zeros(4, np.int64))
 
 
 def unigram_fused_path_for(tok) -> "FusedUnigram | None":
@@ -38,128 +38,177 @@ def unigram_fused_path_for(tok) -> "FusedUnigram | None":
     return FusedUnigram(tok)
 
 
-class _Scratch:
-    """Per-thread buffers: ``raw`` sized by the longest document, ``norm`` by the normalized text."""
-
-    def __init__(self):
-        self.raw_cap = -1
-        self.cm_cap = -1
-        self.norm_cap = -1
-        self.one_start = np.zeros(1, np.int64)  # a one-piece span for kernels that take piece arrays
-        self.one_end = np.zeros(1, np.int64)
-
-    def ensure_raw(self, longest: int):
-        if longest + 1 <= self.raw_cap:
-            return
-        cap = max(longest + 1, 2 * self.raw_cap, 1024)
-        for name in ("at_starts", "at_ends", "at_ids", "ud_starts", "ud_ends", "ud_ids"):
-            setattr(self, name, np.empty(cap, np.int64))
-        self.raw_cap = cap
-
-    def ensure_charsmap(self, n: int):
-        if n <= self.cm_cap:
-            return
-        cap = max(n, 2 * self.cm_cap, 4096)
-        self.cm_buf = np.empty(cap, np.uint8)
-        self.cm_src = np.empty(cap, np.int64)
-        self.cm_cap = cap
-
-    def ensure_norm(self, n: int):
-        if n <= self.norm_cap:
-            return
-        cap = max(n, 2 * self.norm_cap, 4096)
-        self.norm_buf = np.empty(cap, np.uint8)
-        self.norm_align = np.empty(cap + 1, np.int64)
-        self.best_score = np.empty(cap + 1, np.float64)
-        for name in ("best_start", "path_start", "path_end", "tok_starts", "tok_ends"):
-            setattr(self, name, np.empty(cap + 1, np.int64))
-        self.best_id = np.empty(cap + 1, np.int64)
-        # tokenizer.json path: words of the charsmap output, Metaspace pieces
-        for name in ("word_starts", "word_ends", "piece_starts", "piece_ends"):
-            setattr(self, name, np.empty(cap + 1, np.int64))
-        self.prepend = np.empty(cap + 1, np.bool_)
-        self.norm_cap = cap
-
-    def word_cache(self) -> tuple:
-        """The per-thread word cache of ``encode_words_spm`` (kept across calls)."""
-        arrays = getattr(self, "_word_cache", None)
-        if arrays is None:
-            arrays = self._word_cache = (
-                np.zeros((kernel.WORD_SLOTS, 8), np.int64), np.zeros((kernel.WORD_SLOTS, 2), np.float64),
-                np.zeros(kernel.WORD_POOL_BYTES, np.uint8), np.zeros(kernel.WORD_POOL_IDS, np.int32),
-                np.zeros(kernel.WORD_POOL_IDS, np.float32), np.zeros(4, np.int64))
-        return arrays
+def _bigger(cap: int, need: int, floor: int) -> int:
+    """``cap`` when it holds ``need``, else at least double it (so repeated growth ends)."""
+    return cap if need <= cap else max(need, 2 * cap, floor)
 
 
-def _run(call, ws: "_Scratch", n_docs: int, total: int) -> tuple[np.ndarray, np.ndarray]:
-    """Drive a Unigram batch kernel: resume after growing whatever it reports too small."""
-    out_ids = np.empty(2 * total + 2 * n_docs + 16, np.int32)
-    out_pos = np.zeros(1, np.int64)
-    doc_out_end = np.zeros(n_docs, np.int64)
-    need = np.zeros(1, np.int64)
-    d = 0
-    while True:
-        d, status = call(d, out_ids, out_pos, doc_out_end, need)
-        if status == kernel.STATUS_DONE:
-            return out_ids[:out_pos[0]], doc_out_end
-        if status == kernel.STATUS_GROW_SCRATCH:
-            ws.ensure_charsmap(int(need[0]))
-            ws.ensure_norm(int(need[0]))
-        elif status == kernel.STATUS_GROW_OUT:
-            grown = np.empty(max(2 * out_ids.shape[0], int(out_pos[0] + need[0]) + 16), np.int32)
-            grown[:out_pos[0]] = out_ids[:out_pos[0]]
-            out_ids = grown
-        else:
-            raise InputError("the text contains a character this Unigram model has no piece for, and the "
-                             "model defines no unk_id")
+_placeholder_words = None
+
+
+def _no_word_cache():
+    """One-slot stand-in arrays for the word cache of models that cannot use it (never touched)."""
+    global _placeholder_words
+    if _placeholder_words is None:
+        _placeholder_words = kernel.make_word_cache(
+            np.zeros((1, 8), np.int64), np.zeros((1, 2), np.float64), np.zeros(1, np.uint8),
+            np.zeros(1, np.int32), np.zeros(1, np.float32), np.zeros(4, np.int64))
+    return _placeholder_words
+
+
+def _new_word_cache():
+    """The per-thread word cache of ``encode_words_spm`` (kept across calls and buffer growth)."""
+    return kernel.make_word_cache(
+        np.zeros((kernel.WORD_SLOTS, 8), np.int64), np.zeros((kernel.WORD_SLOTS, 2), np.float64),
+        np.zeros(kernel.WORD_POOL_BYTES, np.uint8), np.zeros(kernel.WORD_POOL_IDS, np.int32),
+        np.zeros(kernel.WORD_POOL_IDS, np.float32), np.zeros(4, np.int64))
+
+
+class _UnigramThread:
+    """One thread's buffers for a Unigram kernel, as numpy arrays and as the structures the kernel
+    takes (one session per parse_special). Capacities: ``raw`` the text (added-token and
+    user-defined spans), ``cm`` the charsmap output, ``norm`` the normalized text (lattice, token and
+    piece spans), ``out`` the ids of one text; replaced by a larger one when a kernel asks."""
+
+    def __init__(self, path: "FusedUnigram", raw: int, cm: int, norm: int, out: int, words):
+        self.raw, self.cm, self.norm, self.out = raw, cm, norm, out
+        self.spans = ThreadSpans(text_cap=raw, out_cap=out, added_cap=raw, tok_cap=norm + 1, piece_cap=norm + 1)
+        self.out_view = self.spans.out_view  # what encode_list reads the ids from
+        self.buffers = kernel.make_unigram_buffers(
+            np.empty(raw, np.int64), np.empty(raw, np.int64), np.empty(raw, np.int64),
+            np.empty(cm, np.uint8), np.empty(cm, np.int64), np.empty(norm, np.uint8), np.empty(norm + 1, np.int64),
+            np.empty(norm + 1, np.int64), np.empty(norm + 1, np.int64), np.empty(norm + 1, np.bool_),
+            np.zeros(1, np.int64), np.zeros(1, np.int64))
+        self.lattice = kernel.make_lattice(
+            np.empty(norm + 1, np.float64), np.empty(norm + 1, np.int64), np.empty(norm + 1, np.int64),
+            np.empty(norm + 1, np.int64), np.empty(norm + 1, np.int64))
+        self.words = words
+        self.sessions = tuple(path._session(pipe, self) for pipe in path.pipes)
+
+
+def _vocab(model: UnigramModel):
+    m = model
+    return kernel.make_unigram_vocab(field(m.trie.da, np.int32), field(m.scores, np.float64),
+                                     field(m.id_flags, np.uint8), field(m.byte_ids, np.int32), np.int64(m.arith),
+                                     np.int64(m.unk_id), float(m.unk_score), bool(m.byte_fallback))
+
+
+def _charsmap(cm, max_step: int, props):
+    if cm is None:
+        return kernel.make_charsmap(False, _EMPTY_U32, _EMPTY_U8, np.int64(max_step), _EMPTY_U8)
+    return kernel.make_charsmap(True, field(cm.units, np.uint32), field(cm.strings, np.uint8), np.int64(max_step),
+                                props)
+
+
+def _missing_unk() -> InputError:
+    return InputError("the text contains a character this Unigram model has no piece for, and the "
+                      "model defines no unk_id")
 
 
 class FusedUnigram(FusedPath):
+    """sentencepiece .model pipeline; :class:`FusedUnigramHF` reuses the driver with its own pipeline."""
+
+    text_kernel = staticmethod(kernel.encode_text_unigram_spm)
+    docs_kernel = staticmethod(kernel.encode_docs_unigram_spm)
+
     def __init__(self, tok):
         self.tok = tok
         self.model: UnigramModel = tok.model
         norm: SentencePieceNormalizer = tok.normalizer
-        self.ws_flags = norm.flags
         cm = norm.charsmap
-        self.has_charsmap = cm is not None
-        self.cm_units = cm.units if cm is not None else _EMPTY_U32
-        self.cm_strings = cm.strings if cm is not None else _EMPTY_U8
-        self.cm_max_step = np.int64(max(cm.max_replacement, 4) if cm is not None else 4)
-        self.protect = norm.protect  # user-defined pieces the charsmap must not touch, or None
+        charsmap = _charsmap(cm, max(cm.max_replacement, 4) if cm is not None else 4, _EMPTY_U8)
+        user = structs.make_trie(norm.protect if norm.protect is not None else _NO_USER_DEFINED)
         self.word_cache = _word_cache_allowed(tok)
+        vocab = _vocab(self.model)
+        ws_flags = np.int64(norm.flags)
+        # indexed by parse_special
+        self.pipes = tuple(kernel.make_unigram_spm_pipe(structs.make_trie(raw), user, charsmap, ws_flags, vocab,
+                                                        self.word_cache)
+                           for raw in (tok._match_plain, tok._match_all))
         self._local = threading.local()
+        self._entry = None
 
-    def _scratch(self) -> _Scratch:
-        ws = getattr(self._local, "scratch", None)
-        if ws is None:
-            ws = self._local.scratch = _Scratch()
-        return ws
+    def _session(self, pipe, st: _UnigramThread):
+        return kernel.make_unigram_spm_session(pipe, st.spans.struct, st.buffers, st.lattice, st.words)
+
+    def _words(self):
+        return _new_word_cache() if self.word_cache else _no_word_cache()
+
+    def _norm_for(self, longest: int) -> int:
+        """Normalized-text room for a document of ``longest`` bytes (charsmap, then whitespace rules)."""
+        return 6 * longest + 16
+
+    def _thread(self, longest: int = 0, cm: int = 0, norm: int = 0, out: int = 0) -> _UnigramThread:
+        """This thread's buffers, replaced by larger ones when any is below what is asked."""
+        st = getattr(self._local, "st", None)
+        raw = longest + 1
+        cm = max(cm, 2 * longest + 16)
+        norm = max(norm, self._norm_for(longest))
+        out = max(out, 2 * longest + 18)
+        if st is None:
+            st = _UnigramThread(self, max(raw, 1024), max(cm, 4096), max(norm, 4096), max(out, 2 * 1024 + 18),
+                                self._words())
+        elif raw > st.raw or cm > st.cm or norm > st.norm or out > st.out:
+            st = _UnigramThread(self, _bigger(st.raw, raw, 1024), _bigger(st.cm, cm, 4096),
+                                _bigger(st.norm, norm, 4096), _bigger(st.out, out, 2 * 1024 + 18), st.words)
+        else:
+            return st
+        self._local.st = st
+        return st
+
+    def encode_list(self, text: str, parse_special: bool) -> list[int]:
+        try:
+            data = text.encode("utf-8")
+        except (UnicodeEncodeError, AttributeError):
+            data = utf8_bytes(text)
+        try:
+            st = self._local.st
+        except AttributeError:
+            st = self._thread()
+        entry = self._entry
+        if entry is None:
+            entry = self._entry = kernel_entry(self.text_kernel, st.sessions[0], data)
+        n = entry(st.sessions[parse_special], data)
+        while n < 0:
+            if n == kernel.MISSING:
+                raise _missing_unk()
+            status, need = int(st.spans.io[1]), int(st.spans.io[2])
+            if status == kernel.STATUS_GROW_TEXT:
+                st = self._thread(need)
+            elif status == kernel.STATUS_GROW_SCRATCH:
+                st = self._thread(cm=need, norm=need)
+            else:
+                st = self._thread(out=need + 16)
+            n = entry(st.sessions[parse_special], data)
+        return st.out_view[:n].tolist()
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, per-document end offsets into ids) for documents ``buf[doc_starts[i]:doc_ends[i]]``;
+        resumes after growing whatever the kernel reports too small."""
+        buf, doc_starts, doc_ends = writable_docs(buf, doc_starts, doc_ends)
         n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
-        ws = self._scratch()
-        ws.ensure_raw(longest)
-        ws.ensure_charsmap(2 * longest + 16)
-        ws.ensure_norm(6 * longest + 16)
-        m = self.model
-        at = self.tok._match_all if parse_special else self.tok._match_plain
-        ud = self.protect if self.protect is not None else _NO_USER_DEFINED
-
-        def call(d, out_ids, out_pos, doc_out_end, need):
-            return kernel.encode_docs_unigram_spm(
-                buf, doc_starts, doc_ends, np.int64(d), np.int64(n_docs), self.ws_flags,
-                at.first_byte, at.child_start, at.child_count, at.edge_byte, at.edge_target, at.node_token,
-                ws.at_starts, ws.at_ends, ws.at_ids,
-                ud.first_byte, ud.child_start, ud.child_count, ud.edge_byte, ud.edge_target, ud.node_token,
-                ws.ud_starts, ws.ud_ends, ws.ud_ids,
-                self.has_charsmap, self.cm_units, self.cm_strings, self.cm_max_step, ws.cm_buf, ws.cm_src,
-                ws.norm_buf, ws.norm_align, ws.one_start, ws.one_end,
-                m.trie.da, m.scores, m.id_flags, m.byte_ids, m.arith, m.unk_id, m.unk_score, m.byte_fallback,
-                ws.best_score, ws.best_start, ws.best_id, ws.path_start, ws.path_end, ws.tok_starts, ws.tok_ends,
-                out_ids, out_pos, doc_out_end, need, self.word_cache,
-                *(ws.word_cache() if self.word_cache else _NO_WORD_CACHE))
-        return _run(call, ws, n_docs, total)
+        st = self._thread(longest)
+        out_ids = np.empty(2 * total + 2 * n_docs + 16, np.int32)
+        doc_out_end = np.zeros(n_docs, np.int64)
+        st.spans.io[0] = 0
+        d = 0
+        while True:
+            d = self.docs_kernel(st.sessions[parse_special], buf, doc_starts, doc_ends, d, n_docs, out_ids,
+                                 doc_out_end)
+            io = st.spans.io
+            status, out_pos, need = int(io[1]), int(io[0]), int(io[2])
+            if status == kernel.STATUS_DONE:
+                return out_ids[:out_pos], doc_out_end
+            if status == kernel.STATUS_GROW_SCRATCH:
+                st = self._thread(longest, cm=need, norm=need)
+                st.spans.io[0] = out_pos
+            elif status == kernel.STATUS_GROW_OUT:
+                grown = np.empty(max(2 * out_ids.shape[0], out_pos + need + 16), np.int32)
+                grown[:out_pos] = out_ids[:out_pos]
+                out_ids = grown
+            else:
+                raise _missing_unk()
 
 
 def _word_cache_allowed(tok) -> bool:
@@ -232,50 +281,47 @@ def hf_unigram_fused_path_for(tok) -> "FusedUnigramHF | None":
     return FusedUnigramHF(tok, charsmap, ws_split, metaspace)
 
 
+@functools.cache
+def _grapheme_properties() -> np.ndarray:
+    """The grapheme property table as a struct field takes it (writable; built once per process)."""
+    from .charsmap import grapheme_properties
+    return field(grapheme_properties(), np.uint8)
+
+
 class FusedUnigramHF(FusedUnigram):
+    text_kernel = staticmethod(kernel.encode_text_unigram_hf)
+    docs_kernel = staticmethod(kernel.encode_docs_unigram_hf)
+
     def __init__(self, tok, charsmap, ws_split: bool, metaspace):
-        from .charsmap import grapheme_properties
         from .wordpiece import bert_tables
 
         self.tok = tok
         self.model: UnigramModel = tok.model
-        self.has_charsmap = charsmap is not None
-        self.cm_units = charsmap.units if charsmap is not None else _EMPTY_U32
-        self.cm_strings = charsmap.strings if charsmap is not None else _EMPTY_U8
-        self.cm_props = grapheme_properties()
-        self.cm_max_rep = np.int64(max(charsmap.max_replacement, 1) if charsmap is not None else 1)
-        self.ws_split = ws_split
-        self.char_flags = bert_tables().flags
-        self.has_metaspace = metaspace is not None
-        self.rep = metaspace.rep if metaspace is not None else np.zeros(1, np.uint8)
+        cm = _charsmap(charsmap, max(charsmap.max_replacement, 1) if charsmap is not None else 1,
+                       _grapheme_properties() if charsmap is not None else _EMPTY_U8)
+        rep = metaspace.rep if metaspace is not None else np.zeros(1, np.uint8)
+        self.rep_len = int(rep.shape[0])
         scheme = metaspace.scheme if metaspace is not None else "never"
-        self.prepend_scheme = np.int64({"always": kernel.PREPEND_ALWAYS, "first": kernel.PREPEND_FIRST,
-                                        "never": kernel.PREPEND_NEVER}[scheme])
-        self.meta_split = bool(metaspace.split) if metaspace is not None else False
+        prepend_scheme = np.int64({"always": kernel.PREPEND_ALWAYS, "first": kernel.PREPEND_FIRST,
+                                   "never": kernel.PREPEND_NEVER}[scheme])
+        meta_split = bool(metaspace.split) if metaspace is not None else False
+        vocab = _vocab(self.model)
+        char_flags = field(bert_tables().flags, np.uint8)
+        self.word_cache = False
+        # indexed by parse_special
+        self.pipes = tuple(kernel.make_unigram_hf_pipe(structs.make_trie(raw), cm, bool(ws_split), char_flags,
+                                                       metaspace is not None, field(rep, np.uint8), prepend_scheme,
+                                                       meta_split, vocab)
+                           for raw in (tok._match_plain, tok._match_all))
         self._local = threading.local()
+        self._entry = None
 
-    def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
-                    parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
-        n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
-        ws = self._scratch()
-        ws.ensure_raw(longest)
-        ws.ensure_charsmap(2 * longest + 16)
-        r = int(self.rep.shape[0])
-        ws.ensure_norm(r * (4 * longest + 36) + 1)
-        m = self.model
-        at = self.tok._match_all if parse_special else self.tok._match_plain
+    def _session(self, pipe, st: _UnigramThread):
+        return kernel.make_unigram_hf_session(pipe, st.spans.struct, st.buffers, st.lattice)
 
-        def call(d, out_ids, out_pos, doc_out_end, need):
-            return kernel.encode_docs_unigram_hf(
-                buf, doc_starts, doc_ends, np.int64(d), np.int64(n_docs),
-                at.first_byte, at.child_start, at.child_count, at.edge_byte, at.edge_target, at.node_token,
-                ws.at_starts, ws.at_ends, ws.at_ids,
-                self.has_charsmap, self.cm_units, self.cm_strings, self.cm_props, self.cm_max_rep,
-                ws.cm_buf, ws.cm_src,
-                self.ws_split, self.char_flags, self.has_metaspace, self.rep, self.prepend_scheme, self.meta_split,
-                ws.prepend, ws.word_starts, ws.word_ends, ws.one_start, ws.one_end,
-                ws.norm_buf, ws.norm_align, ws.piece_starts, ws.piece_ends,
-                m.trie.da, m.scores, m.id_flags, m.byte_ids, m.arith, m.unk_id, m.unk_score, m.byte_fallback,
-                ws.best_score, ws.best_start, ws.best_id, ws.path_start, ws.path_end, ws.tok_starts, ws.tok_ends,
-                out_ids, out_pos, doc_out_end, need)
-        return _run(call, ws, n_docs, total)
+    def _words(self):
+        return None
+
+    def _norm_for(self, longest: int) -> int:
+        # Metaspace writes len(rep) bytes per space and per prepended word
+        return self.rep_len * (4 * longest + 36) + 1

@@ -13,8 +13,11 @@ import threading
 import numpy as np
 
 from .compile import TokenTable
-from .fast_path import FusedPath
-from .kernels.wordpiece_fused import STATUS_OK, STATUS_OUT_FULL, encode_docs_wordpiece
+from .fast_path import FusedPath, doc_sizes, kernel_entry
+from .fused_threads import ThreadSpans, field, utf8_bytes, writable_docs
+from .kernels import structs
+from .kernels import wordpiece_fused as kernel
+from .kernels.fused import GROW
 from .models import model_mask
 from .wordpiece import BertNormalizer, BertPreTokenizer, WhitespaceSplit, WordPieceModel
 
@@ -33,106 +36,121 @@ def wordpiece_fused_path_for(tok) -> "FusedWordPiece | None":
     return FusedWordPiece(tok)
 
 
-class _Scratch:
-    def __init__(self):
-        self.cap = -1
+class _WordPieceThread:
+    """One thread's buffers for the WordPiece kernel, as numpy arrays and as the structures the kernel
+    takes (one session per parse_special); rebuilt larger when a text does not fit."""
 
-    def ensure(self, longest: int, expansion: int):
-        if longest <= self.cap:
-            return self
-        cap = max(longest, 2 * self.cap, 1024)
+    def __init__(self, pipes, cap: int, expansion: int):
+        cap = max(cap, 1024)
         norm = expansion * cap + 8
-        self.at_starts = np.empty(cap + 1, np.int64)
-        self.at_ends = np.empty(cap + 1, np.int64)
-        self.at_ids = np.empty(cap + 1, np.int64)
-        self.nt_starts = np.empty(norm, np.int64)
-        self.nt_ends = np.empty(norm, np.int64)
-        self.nt_ids = np.empty(norm, np.int64)
-        self.run_cp = np.empty(4 * cap + 16, np.int64)
-        self.run_src = np.empty(4 * cap + 16, np.int64)
-        self.run_ccc = np.empty(4 * cap + 16, np.int64)
-        self.norm_buf = np.empty(norm, np.uint8)
-        self.norm_align = np.empty(norm + 1, np.int64)
-        self.one_start = np.zeros(1, np.int64)
-        self.one_end = np.zeros(1, np.int64)
-        self.piece_starts = np.empty(norm, np.int64)
-        self.piece_ends = np.empty(norm, np.int64)
-        self.tok_starts = np.empty(2 * norm + 2, np.int64)
-        self.tok_ends = np.empty(2 * norm + 2, np.int64)
         self.cap = cap
-        return self
+        self.spans = ThreadSpans(text_cap=cap, out_cap=2 * expansion * cap + 16, added_cap=cap + 1,
+                                 tok_cap=2 * norm + 2, piece_cap=norm)
+        self.out_view = self.spans.out_view  # what encode_list reads the ids from
+        run = 4 * cap + 16
+        self.buffers = kernel.make_wordpiece_buffers(
+            np.empty(norm, np.int64), np.empty(norm, np.int64), np.empty(norm, np.int64),
+            np.empty(run, np.int64), np.empty(run, np.int64), np.empty(run, np.int64),
+            np.empty(norm, np.uint8), np.empty(norm + 1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64))
+        self.sessions = tuple(kernel.make_wordpiece_session(pipe, self.spans.struct, self.buffers)
+                              for pipe in pipes)
 
 
 class FusedWordPiece(FusedPath):
     def __init__(self, tok):
         self.tok = tok
         self.model: WordPieceModel = tok.model
-        self.normalizer: BertNormalizer = tok.normalizer
-        self.isolate_punct = bool(tok.pre_tokenizer.isolate_punct)
-        self.expansion = np.int64(self.normalizer.tables.expansion)
+        normalizer: BertNormalizer = tok.normalizer
+        t = normalizer.tables
+        self.expansion = int(t.expansion)
+        norm = kernel.make_bert_norm(
+            field(t.flags, np.uint8), field(t.dec_keys, np.int32), field(t.dec_off, np.int64),
+            field(t.dec_data, np.int32), field(t.low_keys, np.int32), field(t.low_off, np.int64),
+            field(t.low_data, np.int32), field(t.ccc_keys, np.int32), field(t.ccc_vals, np.uint8),
+            np.int64(normalizer.opts), np.int64(self.expansion))
+        m = self.model
         # the whole-word shortcut holds when a word's first token is matched from the trie root and
         # cannot be empty (HF); llama.cpp's WPM flavour keeps the plain walk
-        m = self.model
-        self.whole_words = bool(m.word_node == 0 and m.word_node_token < 0)
-        self.vocab = TokenTable.build(tok.spec.tokens, model_mask(tok.spec))
-        self.max_token_len = np.int64(self.vocab.max_len)
+        whole_words = bool(m.word_node == 0 and m.word_node_token < 0)
+        table = TokenTable.build(tok.spec.tokens, model_mask(tok.spec))
+        vocab = kernel.make_wordpiece_vocab(
+            field(m.trie.edges, np.int64), field(m.word_row, np.int64), np.int64(m.word_node),
+            np.int64(m.word_node_token), field(m.cont_row, np.int64), np.int64(m.cont_node), np.int64(m.unk_id),
+            np.int64(m.max_chars), whole_words, field(table.blob, np.uint8), field(table.offsets, np.int64),
+            field(table.table, np.int32), np.int64(table.max_len))
+        isolate_punct = bool(tok.pre_tokenizer.isolate_punct)
+        # indexed by parse_special
+        self.pipes = (
+            kernel.make_wordpiece_pipe(structs.make_trie(tok._match_plain), structs.make_trie(tok._match_plain_norm),
+                                       norm, isolate_punct, vocab),
+            kernel.make_wordpiece_pipe(structs.make_trie(tok._match_all), structs.make_trie(tok._match_all_norm),
+                                       norm, isolate_punct, vocab))
         self._local = threading.local()
+        self._entry = None
 
-    def _scratch(self, longest: int) -> _Scratch:
-        ws = getattr(self._local, "scratch", None)
-        if ws is None:
-            ws = self._local.scratch = _Scratch()
-        return ws.ensure(longest, int(self.expansion))
+    def _thread(self, longest: int) -> _WordPieceThread:
+        st = getattr(self._local, "st", None)
+        if st is None or st.cap < longest:
+            st = self._local.st = _WordPieceThread(self.pipes, max(longest, 2 * st.cap if st else 0),
+                                                   self.expansion)
+        return st
+
+    def encode_list(self, text: str, parse_special: bool) -> list[int]:
+        try:
+            data = text.encode("utf-8")
+        except (UnicodeEncodeError, AttributeError):
+            data = utf8_bytes(text)
+        try:
+            st = self._local.st
+        except AttributeError:
+            st = self._thread(0)
+        entry = self._entry
+        if entry is None:
+            entry = self._entry = kernel_entry(kernel.encode_text_wordpiece, st.sessions[0], data)
+        n = entry(st.sessions[parse_special], data)
+        if n == GROW:
+            st = self._thread(len(data))
+            n = entry(st.sessions[parse_special], data)
+        if n >= 0:
+            return st.out_view[:n].tolist()
+        # the staged path encodes this text (or raises its error)
+        ids, _, _ = self.tok._encode_staged(np.frombuffer(bytearray(data), np.uint8), parse_special,
+                                            want_spans=False)
+        return ids.tolist()
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
         """(ids, per-document end offsets into ids) for documents ``buf[doc_starts[i]:doc_ends[i]]``."""
-        n_docs = doc_starts.shape[0]
+        buf, doc_starts, doc_ends = writable_docs(buf, doc_starts, doc_ends)
+        n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
         lengths = doc_ends - doc_starts
-        longest = int(lengths.max()) if n_docs else 0
-        total = int(lengths.sum()) if n_docs else 0
-        ws = self._scratch(longest)
-        tok, m, t = self.tok, self.model, self.normalizer.tables
-        raw = tok._match_all if parse_special else tok._match_plain
-        norm = tok._match_all_norm if parse_special else tok._match_plain_norm
+        st = self._thread(longest)
+        session = st.sessions[parse_special]
+        io = st.spans.io
+        tok, expansion = self.tok, self.expansion
         # English averages ~4 bytes per id; the kernel asks for more room when a document needs it
-        out_ids = np.empty(total // 2 + 2 * int(self.expansion) * longest + 16, np.int32)
-        out_pos = np.zeros(1, np.int64)
+        out_ids = np.empty(total // 2 + 2 * expansion * longest + 16, np.int32)
         doc_out_end = np.zeros(n_docs, np.int64)
-        status = np.zeros(1, np.int64)
-        edges = m.trie.edges
-        v = self.vocab
+        io[0] = 0
         extra: dict[int, np.ndarray] = {}
         d = 0
         while d < n_docs:
-            d = encode_docs_wordpiece(
-                buf, doc_starts, doc_ends, np.int64(d), np.int64(n_docs),
-                raw.first_byte, raw.child_start, raw.child_count, raw.edge_byte, raw.edge_target, raw.node_token,
-                ws.at_starts, ws.at_ends, ws.at_ids,
-                norm.first_byte, norm.child_start, norm.child_count, norm.edge_byte, norm.edge_target,
-                norm.node_token, ws.nt_starts, ws.nt_ends, ws.nt_ids,
-                t.flags, t.dec_keys, t.dec_off, t.dec_data, t.low_keys, t.low_off, t.low_data,
-                t.ccc_keys, t.ccc_vals, self.normalizer.opts, ws.run_cp, ws.run_src, ws.run_ccc,
-                ws.norm_buf, ws.norm_align, self.isolate_punct, ws.one_start, ws.one_end,
-                ws.piece_starts, ws.piece_ends,
-                edges, m.word_row, m.word_node, m.word_node_token, m.cont_row, m.cont_node, m.unk_id,
-                m.max_chars, self.whole_words, v.blob, v.offsets, v.table, self.max_token_len,
-                ws.tok_starts, ws.tok_ends, out_ids, out_pos, doc_out_end, self.expansion, status)
-            if d >= n_docs or status[0] == STATUS_OK:
+            d = kernel.encode_docs_wordpiece(session, buf, doc_starts, doc_ends, d, n_docs, out_ids, doc_out_end)
+            if d >= n_docs or io[1] == kernel.STATUS_OK:
                 break
-            if status[0] == STATUS_OUT_FULL:
-                need = int(out_pos[0]) + 2 * int(self.expansion) * int(lengths[d]) + 2
+            if io[1] == kernel.STATUS_OUT_FULL:
+                need = int(io[0]) + 2 * expansion * int(lengths[d]) + 2
                 grown = np.empty(max(2 * out_ids.shape[0], need), np.int32)
-                grown[:out_pos[0]] = out_ids[:out_pos[0]]
+                grown[:io[0]] = out_ids[:io[0]]
                 out_ids = grown
                 continue
             # the staged path encodes this document (or raises its error); resume after it
             seg = buf[doc_starts[d]:doc_ends[d]]
             ids, _, _ = tok._encode_staged(seg, parse_special, want_spans=False)
             extra[d] = ids
-            doc_out_end[d] = out_pos[0]
+            doc_out_end[d] = io[0]
             d += 1
-        ids = out_ids[:out_pos[0]]
+        ids = out_ids[:io[0]]
         if extra:
             ids, doc_out_end = self._splice(ids, doc_out_end, extra)
         return ids, doc_out_end

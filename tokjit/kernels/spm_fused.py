@@ -1,52 +1,141 @@
 """One kernel for the SentencePiece-BPE pipeline over a batch of documents.
 
 For ``.model`` tokenizers without a precompiled charsmap (Llama 2, Mistral, most byte-fallback BPE
-models): raw-text added tokens (control pieces, only with ``parse_special``), sentencepiece's
-whitespace normalization, user-defined pieces matched in the normalized text, and score-ranked BPE,
-for many documents in one ``nogil`` call, exactly as the staged pipeline composes them.
+models) and the tokenizer.json pipelines that amount to one (Gemma 3): raw-text added tokens (control
+pieces, only with ``parse_special``), sentencepiece's whitespace normalization, user-defined pieces
+matched in the normalized text, and score-ranked BPE, for many documents in one ``nogil`` call,
+exactly as the staged pipeline composes them.
+
+The kernels take one *session* (:data:`SPM_SESSION`): the read-only pipeline of a tokenizer and
+parse_special (:data:`SPM_PIPE`) with the calling thread's buffers, so a call unboxes one structure
+instead of 60 arrays (see :mod:`tokjit.kernels.structs`).
 """
 
 from __future__ import annotations
 
-from numba import njit
+from numba import njit, types
+from numba.experimental import structref
 
 from ..added_tokens import find_added_tokens
 from ..sentencepiece_normalizer import sentencepiece_whitespace
+from . import structs
 from .bpe import FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_encode
-from .fused import CACHE_MAX_PIECE, _cache_clear, _cache_find
+from .fused import CACHE_MAX_PIECE, GROW, _cache_clear, _cache_find
 from .lookup import hash_bytes
+
+_I64 = types.int64[::1]
+_U8 = types.uint8[::1]
+
+# raw added tokens (``raw``), user-defined pieces in the normalized text (``user``), the BPE model
+SPMPipeType, SPMPipe, SPM_PIPE = structs._declare("SPMPipe", [
+    ("raw", structs.TRIE), ("user", structs.TRIE), ("vocab", structs.BPE_VOCAB), ("ws_flags", types.int64),
+], __name__)
+
+
+@njit(cache=True)
+def make_spm_pipe(raw, user, vocab, ws_flags):
+    s = structref.new(SPM_PIPE)
+    s.raw = raw
+    s.user = user
+    s.vocab = vocab
+    s.ws_flags = ws_flags
+    return s
+
+
+# per-thread buffers of the normalized text (sizes: see encode_docs_spm)
+SPMBuffersType, SPMBuffers, SPM_BUFFERS = structs._declare("SPMBuffers", [
+    ("ident", _I64), ("ud_starts", _I64), ("ud_ends", _I64), ("ud_ids", _I64), ("norm_buf", _U8),
+    ("norm_align", _I64), ("one_start", _I64), ("one_end", _I64),
+], __name__)
+
+
+@njit(cache=True)
+def make_spm_buffers(ident, ud_starts, ud_ends, ud_ids, norm_buf, norm_align, one_start, one_end):
+    s = structref.new(SPM_BUFFERS)
+    s.ident = ident
+    s.ud_starts = ud_starts
+    s.ud_ends = ud_ends
+    s.ud_ids = ud_ids
+    s.norm_buf = norm_buf
+    s.norm_align = norm_align
+    s.one_start = one_start
+    s.one_end = one_end
+    return s
+
+
+SPMSessionType, SPMSession, SPM_SESSION = structs._declare("SPMSession", [
+    ("pipe", SPM_PIPE), ("spans", structs.SPANS), ("bpe", structs.BPE_SCRATCH), ("bufs", SPM_BUFFERS),
+], __name__)
+
+
+@njit(cache=True)
+def make_spm_session(pipe, spans, bpe, bufs):
+    s = structref.new(SPM_SESSION)
+    s.pipe = pipe
+    s.spans = spans
+    s.bpe = bpe
+    s.bufs = bufs
+    return s
 
 
 @njit(cache=True, nogil=True)
-def encode_docs_spm(buf, doc_starts, doc_ends, n_docs, ident, ws_flags,
-                    at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token,
-                    at_starts, at_ends, at_ids,
-                    ud_first, ud_child_start, ud_child_count, ud_edge_byte, ud_edge_target, ud_token,
-                    ud_starts, ud_ends, ud_ids,
-                    norm_buf, norm_align, one_start, one_end,
-                    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
-                    pair_slots, flags, unk_id, max_token_len,
-                    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
-                    token_flags, rev_left, touched, bpe_stack, unsafe_prev,
-                    tok_starts, tok_ends, out_ids, doc_out_end,
-                    cache_hash, cache_bstart, cache_blen, cache_istart, cache_ilen, cache_bytes, cache_ids,
-                    cache_fill):
-    """Encode every document; returns the number of ids written to ``out_ids``.
+def encode_text_spm(session, text):
+    """One text (``bytes``) through :func:`encode_docs_spm`; returns the number of ids in
+    ``spans.out``, or GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small.
+    The single-text entry point: two arguments to unbox, no allocation."""
+    sp = session.spans
+    n = len(text)
+    buf = sp.text
+    if n > buf.shape[0] or 3 * n + 4 > sp.out.shape[0]:
+        sp.io[2] = n
+        return GROW
+    for i in range(n):
+        buf[i] = text[i]
+    sp.doc_starts[0] = 0
+    sp.doc_ends[0] = n
+    return encode_docs_spm(session, buf, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
 
-    Per document: added tokens in the raw text (trie ``at_*``, leftmost-longest); each text segment
-    between them is normalized (``sentencepiece_whitespace``), user-defined pieces are matched in the
-    result (trie ``ud_*``) and the gaps are BPE-encoded as single pieces (``bpe_encode``). With
-    ``FLAG_SPLIT_SPACE_SYMBOL`` a gap is cut before U+2581 where no merge can cross (the cuts
-    ``bpe_encode`` makes itself), and unless UNUSED pieces are resegmented each part goes through the
-    piece cache (as ``kernels.fused`` keeps it): words repeat, so most parts copy ids instead of merging.
-    Capacities: ``out_ids`` >= 3 * total bytes + 4 * documents; ``norm_*``, ``tok_*``, the BPE
-    workspaces and ``ud_*`` >= 3 * longest document + 4; ``at_*`` >= longest + 1; ``ident`` = arange
-    of length >= longest + 1.
+
+@njit(cache=True, nogil=True)
+def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end):
+    """Encode documents ``first_doc..last_doc-1`` of ``buf``; returns the number of ids written to
+    ``out_ids`` (from index 0; ``doc_out_end[d]`` is the end of document ``d``'s ids).
+
+    ``session`` (:data:`SPM_SESSION`) holds the compiled tokenizer (``pipe``) and the calling thread's
+    buffers (``spans``, ``bpe``, ``bufs``). Per document: added tokens in the raw text (trie
+    ``pipe.raw``, leftmost-longest); each text segment between them is normalized
+    (``sentencepiece_whitespace``), user-defined pieces are matched in the result (trie ``pipe.user``)
+    and the gaps are BPE-encoded as single pieces (``bpe_encode``). With ``FLAG_SPLIT_SPACE_SYMBOL`` a
+    gap is cut before U+2581 where no merge can cross (the cuts ``bpe_encode`` makes itself), and
+    unless UNUSED pieces are resegmented each part goes through the thread's piece cache (as
+    ``kernels.fused`` keeps it): words repeat, so most parts copy ids instead of merging.
+    O(normalized bytes) apart from BPE's own bounds.
+    Capacities: ``out_ids`` >= 3 * total bytes + 4 * documents; ``bufs.norm_*``, ``bufs.ud_*``,
+    ``spans.tok_*`` and the BPE workspaces >= 3 * longest document + 4; ``spans.at_*`` >= longest + 1;
+    ``bufs.ident`` = arange of length >= longest + 1.
     """
+    pipe, sp, bs, bf = session.pipe, session.spans, session.bpe, session.bufs
+    at, ud, v = pipe.raw, pipe.user, pipe.vocab
+    ws_flags = pipe.ws_flags
+    at_first, at_child_start, at_child_count = at.first_byte, at.child_start, at.child_count
+    at_edge_byte, at_edge_target, at_token = at.edge_byte, at.edge_target, at.node_token
+    ud_first, ud_child_start, ud_child_count = ud.first_byte, ud.child_start, ud.child_count
+    ud_edge_byte, ud_edge_target, ud_token = ud.edge_byte, ud.edge_target, ud.node_token
+    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank = v.blob, v.offsets, v.table, v.byte_ids, v.merge_rank
+    pair_slots, flags, unk_id, max_token_len = v.pair_slots, v.flags, v.unk_id, v.max_len
+    token_flags, unsafe_prev = v.token_flags, v.unsafe_prev
+    at_starts, at_ends, at_ids, tok_starts, tok_ends = sp.at_starts, sp.at_ends, sp.at_ids, sp.tok_starts, sp.tok_ends
+    ident, ud_starts, ud_ends, ud_ids = bf.ident, bf.ud_starts, bf.ud_ends, bf.ud_ids
+    norm_buf, norm_align, one_start, one_end = bf.norm_buf, bf.norm_align, bf.one_start, bf.one_end
+    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next = bs.start, bs.end, bs.id, bs.rank, bs.prev, bs.next
+    heap, bpe_stack, rev_left, touched = bs.heap, bs.stack, bs.rev_left, bs.touched
+    cache_hash, cache_bstart, cache_blen = bs.cache_hash, bs.cache_bstart, bs.cache_blen
+    cache_istart, cache_ilen, cache_bytes, cache_ids, cache_fill = \
+        bs.cache_istart, bs.cache_ilen, bs.cache_bytes, bs.cache_ids, bs.cache_fill
     split_space = (flags & FLAG_SPLIT_SPACE_SYMBOL) != 0
     cached = (flags & FLAG_RESEGMENT_UNUSED) == 0
     n_out = 0
-    for d in range(n_docs):
+    for d in range(first_doc, last_doc):
         ds = doc_starts[d]
         de = doc_ends[d]
         n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,

@@ -25,15 +25,16 @@ _U8 = types.uint8[::1]
 _BOOL = types.bool_[::1]
 
 
-def _declare(name: str, fields: list[tuple[str, types.Type]]):
-    """A StructRef type class, its boxed proxy class, and the concrete type with ``fields``."""
+def _declare(name: str, fields: list[tuple[str, types.Type]], module: str = __name__):
+    """A StructRef type class, its boxed proxy class, and the concrete type with ``fields``. The caller
+    binds them in ``module`` as ``<name>Type`` and ``<name>``."""
     # classes made here must say which module holds them: numba pickles struct types into its
     # cache by reference, and a class it cannot find again would be pickled by value and come back
     # as a stranger without a data model
-    type_class = type(name + "Type", (types.StructRef,), {"__module__": __name__})
+    type_class = type(name + "Type", (types.StructRef,), {"__module__": module})
     structref.register(type_class)
     proxy = type(name, (structref.StructRefProxy,),
-                 {"__module__": __name__, "__doc__": f"Boxed {name} (opaque from Python)."})
+                 {"__module__": module, "__doc__": f"Boxed {name} (opaque from Python)."})
     structref.define_boxing(type_class, proxy)
     structref.define_attributes(type_class)
     return type_class, proxy, type_class(fields)

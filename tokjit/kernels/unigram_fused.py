@@ -6,27 +6,225 @@ pieces protected from the charsmap, sentencepiece's charsmap (``spm_normalize``)
 rules (``sentencepiece_whitespace``) and the Viterbi search (``unigram_encode``) over the whole
 normalized segment. Scratch sizes depend on how much the charsmap expands the text, so the kernel
 stops before a document that does not fit and says how much room it needs; the caller grows the
-buffers and resumes there.
+buffers and resumes there. The tokenizer.json variant (``encode_docs_unigram_hf``) runs HF's
+Precompiled -> [WhitespaceSplit] -> [Metaspace] -> Unigram.
+
+The kernels take one *session* (:data:`UNIGRAM_SPM_SESSION` / :data:`UNIGRAM_HF_SESSION`): the
+read-only pipeline of a tokenizer and parse_special with the calling thread's buffers, so a call
+unboxes one structure instead of 60 arrays (see :mod:`tokjit.kernels.structs`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.experimental import structref
 
 from ..added_tokens import find_added_tokens
 from ..sentencepiece_normalizer import sentencepiece_whitespace
 from ..pre_tokenizers import metaspace_pieces
+from . import structs
 from .charsmap import hf_normalize, spm_normalize
+from .fused import GROW
 from .lookup import bytes_equal, hash_bytes
 from .unigram import (ARITH_CERT, ARITH_SPM, ID_USER_DEFINED, MISSING_UNK, SPM_SCORE_RESET, _char_len, _viterbi,
                       emit_path, unigram_encode)
 from .wordpiece import bert_pre_tokenize
 
 STATUS_DONE = 0
-STATUS_GROW_SCRATCH = 1  # need[0] = bytes of normalized text one segment needs
-STATUS_GROW_OUT = 2  # need[0] = ids one document needs
+# kernel status in spans.io[1]; io[2] = how much the buffer to grow must hold
+STATUS_GROW_SCRATCH = 1  # io[2] = bytes of normalized text one segment needs
+STATUS_GROW_OUT = 2  # io[2] = ids one document needs
 STATUS_MISSING_UNK = 3
+STATUS_GROW_TEXT = 4  # encode_text_unigram_*: io[2] = bytes of the text (the thread's text buffers)
+
+MISSING = -3  # encode_text_unigram_*: a character has no piece and the model no unk_id
+
+_I64 = types.int64[::1]
+_I32 = types.int32[::1]
+_U8 = types.uint8[::1]
+_F64 = types.float64[::1]
+
+# the Unigram model (tokjit.unigram.UnigramModel): double-array trie of pieces, scores, flags
+UnigramVocabType, UnigramVocab, UNIGRAM_VOCAB = structs._declare("UnigramVocab", [
+    ("da", types.int32[:, ::1]), ("scores", _F64), ("id_flags", _U8), ("byte_ids", _I32), ("arith", types.int64),
+    ("unk_id", types.int64), ("unk_score", types.float64), ("byte_fallback", types.boolean),
+], __name__)
+
+
+@njit(cache=True)
+def make_unigram_vocab(da, scores, id_flags, byte_ids, arith, unk_id, unk_score, byte_fallback):
+    s = structref.new(UNIGRAM_VOCAB)
+    s.da = da
+    s.scores = scores
+    s.id_flags = id_flags
+    s.byte_ids = byte_ids
+    s.arith = arith
+    s.unk_id = unk_id
+    s.unk_score = unk_score
+    s.byte_fallback = byte_fallback
+    return s
+
+
+# a precompiled charsmap (tokjit.charsmap): XCDA units, replacement strings, the most bytes one step
+# writes (``max_step``), and for HF's grapheme-wise walk the grapheme properties (``props``)
+CharsmapType, Charsmap, CHARSMAP = structs._declare("Charsmap", [
+    ("present", types.boolean), ("units", types.uint32[::1]), ("strings", _U8), ("max_step", types.int64),
+    ("props", _U8),
+], __name__)
+
+
+@njit(cache=True)
+def make_charsmap(present, units, strings, max_step, props):
+    s = structref.new(CHARSMAP)
+    s.present = present
+    s.units = units
+    s.strings = strings
+    s.max_step = max_step
+    s.props = props
+    return s
+
+
+# sentencepiece .model pipeline: raw added tokens, user-defined pieces protected from the charsmap,
+# the charsmap, the whitespace flags, the model, and whether the word cache may serve it
+UnigramSPMPipeType, UnigramSPMPipe, UNIGRAM_SPM_PIPE = structs._declare("UnigramSPMPipe", [
+    ("raw", structs.TRIE), ("user", structs.TRIE), ("charsmap", CHARSMAP), ("ws_flags", types.int64),
+    ("vocab", UNIGRAM_VOCAB), ("word_cache", types.boolean),
+], __name__)
+
+
+@njit(cache=True)
+def make_unigram_spm_pipe(raw, user, charsmap, ws_flags, vocab, word_cache):
+    s = structref.new(UNIGRAM_SPM_PIPE)
+    s.raw = raw
+    s.user = user
+    s.charsmap = charsmap
+    s.ws_flags = ws_flags
+    s.vocab = vocab
+    s.word_cache = word_cache
+    return s
+
+
+# tokenizer.json pipeline: raw added tokens, Precompiled, WhitespaceSplit (``char_flags`` are the
+# BERT character classes it splits on), Metaspace (replacement bytes, prepend scheme, split), the model
+UnigramHFPipeType, UnigramHFPipe, UNIGRAM_HF_PIPE = structs._declare("UnigramHFPipe", [
+    ("raw", structs.TRIE), ("charsmap", CHARSMAP), ("ws_split", types.boolean), ("char_flags", _U8),
+    ("has_metaspace", types.boolean), ("rep", _U8), ("prepend_scheme", types.int64), ("meta_split", types.boolean),
+    ("vocab", UNIGRAM_VOCAB),
+], __name__)
+
+
+@njit(cache=True)
+def make_unigram_hf_pipe(raw, charsmap, ws_split, char_flags, has_metaspace, rep, prepend_scheme, meta_split,
+                         vocab):
+    s = structref.new(UNIGRAM_HF_PIPE)
+    s.raw = raw
+    s.charsmap = charsmap
+    s.ws_split = ws_split
+    s.char_flags = char_flags
+    s.has_metaspace = has_metaspace
+    s.rep = rep
+    s.prepend_scheme = prepend_scheme
+    s.meta_split = meta_split
+    s.vocab = vocab
+    return s
+
+
+# per-thread buffers: user-defined piece spans (raw text size), charsmap output, normalized text,
+# words and their Metaspace prepend flags, a one-piece span
+UnigramBuffersType, UnigramBuffers, UNIGRAM_BUFFERS = structs._declare("UnigramBuffers", [
+    ("ud_starts", _I64), ("ud_ends", _I64), ("ud_ids", _I64), ("cm_buf", _U8), ("cm_src", _I64),
+    ("norm_buf", _U8), ("norm_align", _I64), ("word_starts", _I64), ("word_ends", _I64),
+    ("prepend", types.bool_[::1]), ("one_start", _I64), ("one_end", _I64),
+], __name__)
+
+
+@njit(cache=True)
+def make_unigram_buffers(ud_starts, ud_ends, ud_ids, cm_buf, cm_src, norm_buf, norm_align, word_starts, word_ends,
+                         prepend, one_start, one_end):
+    s = structref.new(UNIGRAM_BUFFERS)
+    s.ud_starts = ud_starts
+    s.ud_ends = ud_ends
+    s.ud_ids = ud_ids
+    s.cm_buf = cm_buf
+    s.cm_src = cm_src
+    s.norm_buf = norm_buf
+    s.norm_align = norm_align
+    s.word_starts = word_starts
+    s.word_ends = word_ends
+    s.prepend = prepend
+    s.one_start = one_start
+    s.one_end = one_end
+    return s
+
+
+# per-thread Viterbi lattice over the normalized text (best score, start and id per end; the path)
+LatticeType, Lattice, LATTICE = structs._declare("Lattice", [
+    ("best_score", _F64), ("best_start", _I64), ("best_id", _I64), ("path_start", _I64), ("path_end", _I64),
+], __name__)
+
+
+@njit(cache=True)
+def make_lattice(best_score, best_start, best_id, path_start, path_end):
+    s = structref.new(LATTICE)
+    s.best_score = best_score
+    s.best_start = best_start
+    s.best_id = best_id
+    s.path_start = path_start
+    s.path_end = path_end
+    return s
+
+
+# per-thread word cache of encode_words_spm (see there; kept for the life of the thread)
+WordCacheType, WordCache, WORD_CACHE = structs._declare("WordCache", [
+    ("meta", types.int64[:, ::1]), ("cert", types.float64[:, ::1]), ("bytes", _U8), ("ids", _I32),
+    ("scores", types.float32[::1]), ("fill", _I64),
+], __name__)
+
+
+@njit(cache=True)
+def make_word_cache(meta, cert, bytes_, ids, scores, fill):
+    s = structref.new(WORD_CACHE)
+    s.meta = meta
+    s.cert = cert
+    s.bytes = bytes_
+    s.ids = ids
+    s.scores = scores
+    s.fill = fill
+    return s
+
+
+# one thread's view of one pipeline: what a single-text call unboxes
+UnigramSPMSessionType, UnigramSPMSession, UNIGRAM_SPM_SESSION = structs._declare("UnigramSPMSession", [
+    ("pipe", UNIGRAM_SPM_PIPE), ("spans", structs.SPANS), ("bufs", UNIGRAM_BUFFERS), ("lattice", LATTICE),
+    ("words", WORD_CACHE),
+], __name__)
+
+
+@njit(cache=True)
+def make_unigram_spm_session(pipe, spans, bufs, lattice, words):
+    s = structref.new(UNIGRAM_SPM_SESSION)
+    s.pipe = pipe
+    s.spans = spans
+    s.bufs = bufs
+    s.lattice = lattice
+    s.words = words
+    return s
+
+
+UnigramHFSessionType, UnigramHFSession, UNIGRAM_HF_SESSION = structs._declare("UnigramHFSession", [
+    ("pipe", UNIGRAM_HF_PIPE), ("spans", structs.SPANS), ("bufs", UNIGRAM_BUFFERS), ("lattice", LATTICE),
+], __name__)
+
+
+@njit(cache=True)
+def make_unigram_hf_session(pipe, spans, bufs, lattice):
+    s = structref.new(UNIGRAM_HF_SESSION)
+    s.pipe = pipe
+    s.spans = spans
+    s.bufs = bufs
+    s.lattice = lattice
+    return s
 
 
 @njit(cache=True, nogil=True)
@@ -74,9 +272,7 @@ def _word_slot(buf, p, q, wc_meta, wc_bytes):
 
 
 @njit(cache=True, nogil=True)
-def encode_words_spm(buf, n, da, scores, id_flags, byte_ids, unk_id, unk_score, byte_fallback,
-                     out_ids, n_out, tok_starts, tok_ends, best_score, best_start, best_id, path_start, path_end,
-                     wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill):
+def encode_words_spm(buf, n, vocab, lattice, words, out_ids, n_out, tok_starts, tok_ends):
     """sentencepiece's Viterbi over normalized ``buf[:n]`` (float32, ``ARITH_SPM``), word by word, with
     a per-thread cache of word -> ids; appends at ``out_ids[n_out:]`` and returns the new count.
 
@@ -89,7 +285,15 @@ def encode_words_spm(buf, n, da, scores, id_flags, byte_ids, unk_id, unk_score, 
     and no score reset falls inside it. A hit that meets the certificate for the current ``h`` copies
     the ids and refolds ``h`` over the cached float32 piece scores, as the Viterbi sums them; anything
     else runs the Viterbi on the word from ``h``. O(bytes) for hits, the Viterbi's cost for the rest.
+    ``vocab`` is the model (:data:`UNIGRAM_VOCAB`), ``lattice`` the Viterbi's buffers, ``words`` the
+    cache (:data:`WORD_CACHE`).
     """
+    da, scores, id_flags, byte_ids = vocab.da, vocab.scores, vocab.id_flags, vocab.byte_ids
+    unk_id, unk_score, byte_fallback = vocab.unk_id, vocab.unk_score, vocab.byte_fallback
+    best_score, best_start, best_id = lattice.best_score, lattice.best_start, lattice.best_id
+    path_start, path_end = lattice.path_start, lattice.path_end
+    wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill = \
+        words.meta, words.cert, words.bytes, words.ids, words.scores, words.fill
     unk32 = np.float32(unk_score)
     h = 0.0  # a float32 value: the best path score at the current word start
     p = 0
@@ -191,33 +395,82 @@ def encode_words_spm(buf, n, da, scores, id_flags, byte_ids, unk_id, unk_score, 
 
 
 @njit(cache=True, nogil=True)
-def encode_docs_unigram_spm(buf, doc_starts, doc_ends, first_doc, n_docs, ws_flags,
-                            at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token,
-                            at_starts, at_ends, at_ids,
-                            ud_first, ud_child_start, ud_child_count, ud_edge_byte, ud_edge_target, ud_token,
-                            ud_starts, ud_ends, ud_ids,
-                            has_charsmap, cm_units, cm_strings, cm_max_step, cm_buf, cm_src,
-                            norm_buf, norm_align, one_start, one_end,
-                            da, scores, id_flags, byte_ids, arith, unk_id, unk_score, byte_fallback,
-                            best_score, best_start, best_id, path_start, path_end, tok_starts, tok_ends,
-                            out_ids, out_pos, doc_out_end, need,
-                            word_cache, wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill):
-    """Encode documents ``first_doc..n_docs-1`` appending ids at ``out_pos[0]``; returns
-    ``(next document, status)``. A document is written whole or not at all.
+def encode_text_unigram_spm(session, text):
+    """One text (``bytes``) through :func:`encode_docs_unigram_spm`; returns the number of ids in
+    ``spans.out``, GROW (``spans.io[1]`` says which buffer, ``io[2]`` how much) or MISSING. The
+    single-text entry point: two arguments to unbox, no allocation."""
+    sp = session.spans
+    if not _load_text(sp, text):
+        return GROW
+    encode_docs_unigram_spm(session, sp.text, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
+    return _text_result(sp.io)
 
-    Capacities the caller guarantees: ``at_*`` and ``ud_*`` >= longest document + 1; the rest are
-    checked here against the actual sizes (``cm_*`` hold the charsmap output, ``norm_*``, ``best_*``,
-    ``path_*`` and ``tok_*`` the whitespace-normalized segment, ``out_ids`` the ids). O(normalized bytes
-    * longest piece), as the Viterbi. With ``word_cache`` (the caller checked the vocabulary allows
-    it) the Viterbi runs word by word through ``encode_words_spm``'s cache.
+
+@njit(cache=True, nogil=True)
+def _load_text(sp, text):
+    """Copy ``text`` into the thread's text buffer as document 0; False (and STATUS_GROW_TEXT) when it
+    does not fit."""
+    n = len(text)
+    buf = sp.text
+    sp.io[0] = 0
+    if n + 1 > buf.shape[0] or n + 1 > sp.at_starts.shape[0]:
+        sp.io[1] = STATUS_GROW_TEXT
+        sp.io[2] = n
+        return False
+    for i in range(n):
+        buf[i] = text[i]
+    sp.doc_starts[0] = 0
+    sp.doc_ends[0] = n
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _text_result(io):
+    status = io[1]
+    if status == STATUS_DONE:
+        return io[0]
+    if status == STATUS_MISSING_UNK:
+        return MISSING
+    return GROW
+
+
+@njit(cache=True, nogil=True)
+def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end):
+    """Encode documents ``first_doc..last_doc-1`` appending ids at ``spans.io[0]``; returns the next
+    document and sets the status in ``spans.io[1]`` (what to grow: ``io[2]``). A document is written
+    whole or not at all.
+
+    ``session`` (:data:`UNIGRAM_SPM_SESSION`) holds the compiled tokenizer (``pipe``) and the calling
+    thread's buffers. Capacities the caller guarantees: ``spans.at_*`` and ``bufs.ud_*`` >= longest
+    document + 1; the rest are checked here against the actual sizes (``bufs.cm_*`` hold the charsmap
+    output, ``bufs.norm_*``, the lattice and ``spans.tok_*`` the whitespace-normalized segment,
+    ``out_ids`` the ids). O(normalized bytes * longest piece), as the Viterbi. With
+    ``pipe.word_cache`` (the builder checked the vocabulary allows it) the Viterbi runs word by word
+    through ``encode_words_spm``'s cache (``session.words``).
     """
+    pipe, sp, bf, lattice, words = session.pipe, session.spans, session.bufs, session.lattice, session.words
+    at, ud, cm, vocab = pipe.raw, pipe.user, pipe.charsmap, pipe.vocab
+    ws_flags, word_cache = pipe.ws_flags, pipe.word_cache
+    at_first, at_child_start, at_child_count = at.first_byte, at.child_start, at.child_count
+    at_edge_byte, at_edge_target, at_token = at.edge_byte, at.edge_target, at.node_token
+    ud_first, ud_child_start, ud_child_count = ud.first_byte, ud.child_start, ud.child_count
+    ud_edge_byte, ud_edge_target, ud_token = ud.edge_byte, ud.edge_target, ud.node_token
+    has_charsmap, cm_units, cm_strings, cm_max_step = cm.present, cm.units, cm.strings, cm.max_step
+    da, scores, id_flags, byte_ids, arith = vocab.da, vocab.scores, vocab.id_flags, vocab.byte_ids, vocab.arith
+    unk_id, unk_score, byte_fallback = vocab.unk_id, vocab.unk_score, vocab.byte_fallback
+    at_starts, at_ends, at_ids, tok_starts, tok_ends, io = \
+        sp.at_starts, sp.at_ends, sp.at_ids, sp.tok_starts, sp.tok_ends, sp.io
+    ud_starts, ud_ends, ud_ids, cm_buf, cm_src = bf.ud_starts, bf.ud_ends, bf.ud_ids, bf.cm_buf, bf.cm_src
+    norm_buf, norm_align, one_start, one_end = bf.norm_buf, bf.norm_align, bf.one_start, bf.one_end
+    best_score, best_start, best_id = lattice.best_score, lattice.best_start, lattice.best_id
+    path_start, path_end = lattice.path_start, lattice.path_end
     cm_cap = cm_buf.shape[0]
     norm_cap = norm_buf.shape[0]
     out_cap = out_ids.shape[0]
-    for d in range(first_doc, n_docs):
+    for d in range(first_doc, last_doc):
         ds = doc_starts[d]
         de = doc_ends[d]
-        n_out = out_pos[0]
+        n_out = io[0]
         n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
                                     at_edge_target, at_token, at_starts, at_ends, at_ids)
         pos = ds
@@ -237,42 +490,47 @@ def encode_docs_unigram_spm(buf, doc_starts, doc_ends, first_doc, n_docs, ws_fla
                             reached, m, _ = spm_normalize(buf, q, gap_end, cm_units, cm_strings, cm_max_step,
                                                           cm_buf, cm_src, m)
                             if reached < gap_end:
-                                need[0] = 2 * cm_cap + cm_max_step * (seg_end - reached)
-                                return d, STATUS_GROW_SCRATCH
+                                io[2] = 2 * cm_cap + cm_max_step * (seg_end - reached)
+                                io[1] = STATUS_GROW_SCRATCH
+                                return d
                         if u < n_ud:
                             if m + (ud_ends[u] - ud_starts[u]) + 1 > cm_cap:
-                                need[0] = 2 * cm_cap + (seg_end - pos)
-                                return d, STATUS_GROW_SCRATCH
+                                io[2] = 2 * cm_cap + (seg_end - pos)
+                                io[1] = STATUS_GROW_SCRATCH
+                                return d
                             for k in range(ud_starts[u], ud_ends[u]):
                                 cm_buf[m] = buf[k]
                                 cm_src[m] = ud_starts[u]  # one unit: sentencepiece consumes it whole
                                 m += 1
                             q = ud_ends[u]
                     if m + 1 > cm_cap:
-                        need[0] = 2 * cm_cap
-                        return d, STATUS_GROW_SCRATCH
+                        io[2] = 2 * cm_cap
+                        io[1] = STATUS_GROW_SCRATCH
+                        return d
                     cm_src[m] = seg_end
                 else:
                     if seg_end - pos + 1 > cm_cap:
-                        need[0] = seg_end - pos + 1
-                        return d, STATUS_GROW_SCRATCH
+                        io[2] = seg_end - pos + 1
+                        io[1] = STATUS_GROW_SCRATCH
+                        return d
                     m = _copy_unnormalized(buf, pos, seg_end, cm_buf, cm_src)
                     cm_src[m] = seg_end
                 if 3 * m + 4 > norm_cap:
-                    need[0] = 3 * m + 4
-                    return d, STATUS_GROW_SCRATCH
+                    io[2] = 3 * m + 4
+                    io[1] = STATUS_GROW_SCRATCH
+                    return d
                 n = sentencepiece_whitespace(cm_buf, cm_src, m, ws_flags, norm_buf, norm_align)
                 if n > 0:
                     if n_out + n + n_added + 1 > out_cap:
-                        need[0] = n + n_added + 1 + (de - seg_end) * 3 * cm_max_step
-                        return d, STATUS_GROW_OUT
+                        io[2] = n + n_added + 1 + (de - seg_end) * 3 * cm_max_step
+                        io[1] = STATUS_GROW_OUT
+                        return d
                     if word_cache:
-                        got = encode_words_spm(norm_buf, n, da, scores, id_flags, byte_ids, unk_id, unk_score,
-                                               byte_fallback, out_ids, n_out, tok_starts, tok_ends,
-                                               best_score, best_start, best_id, path_start, path_end,
-                                               wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill)
+                        got = encode_words_spm(norm_buf, n, vocab, lattice, words, out_ids, n_out, tok_starts,
+                                               tok_ends)
                         if got == MISSING_UNK:
-                            return d, STATUS_MISSING_UNK
+                            io[1] = STATUS_MISSING_UNK
+                            return d
                         n_out = got
                     else:
                         one_start[0] = 0
@@ -282,18 +540,21 @@ def encode_docs_unigram_spm(buf, doc_starts, doc_ends, first_doc, n_docs, ws_fla
                                              out_ids[n_out:], tok_starts, tok_ends,
                                              best_score, best_start, best_id, path_start, path_end)
                         if got == MISSING_UNK:
-                            return d, STATUS_MISSING_UNK
+                            io[1] = STATUS_MISSING_UNK
+                            return d
                         n_out += got
             if a < n_added:
                 if n_out + 1 > out_cap:
-                    need[0] = n_added + 1
-                    return d, STATUS_GROW_OUT
+                    io[2] = n_added + 1
+                    io[1] = STATUS_GROW_OUT
+                    return d
                 out_ids[n_out] = at_ids[a]
                 n_out += 1
                 pos = at_ends[a]
-        out_pos[0] = n_out
+        io[0] = n_out
         doc_out_end[d] = n_out
-    return n_docs, STATUS_DONE
+    io[1] = STATUS_DONE
+    return last_doc
 
 
 # Metaspace prepend schemes as the HF fused kernel takes them
@@ -303,33 +564,54 @@ PREPEND_NEVER = 2
 
 
 @njit(cache=True, nogil=True)
-def encode_docs_unigram_hf(buf, doc_starts, doc_ends, first_doc, n_docs,
-                           at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token,
-                           at_starts, at_ends, at_ids,
-                           has_charsmap, cm_units, cm_strings, cm_props, cm_max_rep, cm_buf, cm_src,
-                           ws_split, char_flags, has_metaspace, rep, prepend_scheme, meta_split, prepend,
-                           word_starts, word_ends, one_start, one_end, ms_buf, ms_align, piece_starts, piece_ends,
-                           da, scores, id_flags, byte_ids, arith, unk_id, unk_score, byte_fallback,
-                           best_score, best_start, best_id, path_start, path_end, tok_starts, tok_ends,
-                           out_ids, out_pos, doc_out_end, need):
+def encode_text_unigram_hf(session, text):
+    """:func:`encode_text_unigram_spm` for :func:`encode_docs_unigram_hf`."""
+    sp = session.spans
+    if not _load_text(sp, text):
+        return GROW
+    encode_docs_unigram_hf(session, sp.text, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
+    return _text_result(sp.io)
+
+
+@njit(cache=True, nogil=True)
+def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end):
     """HF ``tokenizers`` pipeline Precompiled -> [WhitespaceSplit] -> [Metaspace] -> Unigram for
-    documents ``first_doc..n_docs-1``; the same protocol as :func:`encode_docs_unigram_spm`.
+    documents ``first_doc..last_doc-1``; the same protocol as :func:`encode_docs_unigram_spm`, with
+    ``session`` a :data:`UNIGRAM_HF_SESSION`.
 
     Per segment between raw added tokens: HF's grapheme-wise charsmap (``hf_normalize``), whitespace
     split (``bert_pre_tokenize`` without punctuation), Metaspace (``metaspace_pieces``; "first"
     prepends to the words from the first source character left in the document's normalized text)
     and the Viterbi per piece. Capacities
-    checked here: ``cm_*`` the charsmap output; ``word_*``, ``prepend`` its length + 1; ``ms_*``,
-    ``piece_*``, ``best_*``, ``path_*``, ``tok_*`` len(rep) * (2 * charsmap output + 2).
+    checked here: ``bufs.cm_*`` the charsmap output; ``bufs.word_*``, ``bufs.prepend`` its length + 1;
+    ``bufs.norm_*`` (the Metaspace output), ``spans.piece_*``, the lattice, ``spans.tok_*``
+    len(rep) * (2 * charsmap output + 2).
     """
+    pipe, sp, bf, lattice = session.pipe, session.spans, session.bufs, session.lattice
+    at, cm, vocab = pipe.raw, pipe.charsmap, pipe.vocab
+    at_first, at_child_start, at_child_count = at.first_byte, at.child_start, at.child_count
+    at_edge_byte, at_edge_target, at_token = at.edge_byte, at.edge_target, at.node_token
+    has_charsmap, cm_units, cm_strings, cm_props, cm_max_rep = cm.present, cm.units, cm.strings, cm.props, cm.max_step
+    ws_split, char_flags, has_metaspace, rep = pipe.ws_split, pipe.char_flags, pipe.has_metaspace, pipe.rep
+    prepend_scheme, meta_split = pipe.prepend_scheme, pipe.meta_split
+    da, scores, id_flags, byte_ids, arith = vocab.da, vocab.scores, vocab.id_flags, vocab.byte_ids, vocab.arith
+    unk_id, unk_score, byte_fallback = vocab.unk_id, vocab.unk_score, vocab.byte_fallback
+    at_starts, at_ends, at_ids, tok_starts, tok_ends, io = \
+        sp.at_starts, sp.at_ends, sp.at_ids, sp.tok_starts, sp.tok_ends, sp.io
+    piece_starts, piece_ends = sp.piece_starts, sp.piece_ends
+    cm_buf, cm_src, ms_buf, ms_align = bf.cm_buf, bf.cm_src, bf.norm_buf, bf.norm_align
+    word_starts, word_ends, prepend = bf.word_starts, bf.word_ends, bf.prepend
+    one_start, one_end = bf.one_start, bf.one_end
+    best_score, best_start, best_id = lattice.best_score, lattice.best_start, lattice.best_id
+    path_start, path_end = lattice.path_start, lattice.path_end
     cm_cap = cm_buf.shape[0]
     ms_cap = ms_buf.shape[0]
     out_cap = out_ids.shape[0]
     r = rep.shape[0]
-    for d in range(first_doc, n_docs):
+    for d in range(first_doc, last_doc):
         ds = doc_starts[d]
         de = doc_ends[d]
-        n_out = out_pos[0]
+        n_out = io[0]
         n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
                                     at_edge_target, at_token, at_starts, at_ends, at_ids)
         pos = ds
@@ -341,16 +623,19 @@ def encode_docs_unigram_hf(buf, doc_starts, doc_ends, first_doc, n_docs,
                     reached, m, _, more = hf_normalize(buf, pos, seg_end, cm_units, cm_strings, cm_props,
                                                        cm_max_rep, cm_buf, cm_src, 0)
                     if reached < seg_end:
-                        need[0] = 2 * cm_cap + more + 4 * (seg_end - reached)
-                        return d, STATUS_GROW_SCRATCH
+                        io[2] = 2 * cm_cap + more + 4 * (seg_end - reached)
+                        io[1] = STATUS_GROW_SCRATCH
+                        return d
                 else:
                     if seg_end - pos > cm_cap:
-                        need[0] = seg_end - pos
-                        return d, STATUS_GROW_SCRATCH
+                        io[2] = seg_end - pos
+                        io[1] = STATUS_GROW_SCRATCH
+                        return d
                     m = _copy_unnormalized(buf, pos, seg_end, cm_buf, cm_src)
                 if r * (2 * m + 2) + 1 > ms_cap or m + 1 > word_starts.shape[0]:
-                    need[0] = r * (2 * m + 2) + 1
-                    return d, STATUS_GROW_SCRATCH
+                    io[2] = r * (2 * m + 2) + 1
+                    io[1] = STATUS_GROW_SCRATCH
+                    return d
                 if m > 0:
                     n_words = 1
                     word_starts[0] = 0
@@ -383,22 +668,26 @@ def encode_docs_unigram_hf(buf, doc_starts, doc_ends, first_doc, n_docs,
                             piece_ends[w] = word_ends[w]
                         text = cm_buf
                     if n_out + n_bytes + n_added + 1 > out_cap:
-                        need[0] = n_bytes + n_added + 1 + (de - seg_end) * 4 * (cm_max_rep + r)
-                        return d, STATUS_GROW_OUT
+                        io[2] = n_bytes + n_added + 1 + (de - seg_end) * 4 * (cm_max_rep + r)
+                        io[1] = STATUS_GROW_OUT
+                        return d
                     got = unigram_encode(text, piece_starts, piece_ends, n_pieces, da, scores, id_flags, byte_ids,
                                          arith, unk_id, unk_score, byte_fallback,
                                          out_ids[n_out:], tok_starts, tok_ends,
                                          best_score, best_start, best_id, path_start, path_end)
                     if got == MISSING_UNK:
-                        return d, STATUS_MISSING_UNK
+                        io[1] = STATUS_MISSING_UNK
+                        return d
                     n_out += got
             if a < n_added:
                 if n_out + 1 > out_cap:
-                    need[0] = n_added + 1
-                    return d, STATUS_GROW_OUT
+                    io[2] = n_added + 1
+                    io[1] = STATUS_GROW_OUT
+                    return d
                 out_ids[n_out] = at_ids[a]
                 n_out += 1
                 pos = at_ends[a]
-        out_pos[0] = n_out
+        io[0] = n_out
         doc_out_end[d] = n_out
-    return n_docs, STATUS_DONE
+    io[1] = STATUS_DONE
+    return last_doc

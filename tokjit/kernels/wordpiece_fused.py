@@ -5,13 +5,20 @@ For tokenizer.json / vocab.txt tokenizers whose pipeline is ``BertNormalizer`` -
 normalizer, added tokens matched in the normalized text, the pre-tokenizer and the greedy
 longest-match-first walk run for many documents in one ``nogil`` call, composed exactly as the
 staged pipeline (``Tokenizer._encode_staged``) composes them, so both give HF's ids.
+
+The kernels take one *session* (:data:`WORDPIECE_SESSION`): the read-only pipeline of a tokenizer
+and parse_special (:data:`WORDPIECE_PIPE`) with the calling thread's buffers, so a call unboxes one
+structure instead of 60 arrays (see :mod:`tokjit.kernels.structs`).
 """
 
 from __future__ import annotations
 
-from numba import njit
+from numba import njit, types
+from numba.experimental import structref
 
 from ..added_tokens import find_added_tokens
+from . import structs
+from .fused import FALLBACK, GROW
 from .lookup import lookup_bytes
 from .wordpiece import bert_normalize, bert_pre_tokenize, wordpiece_encode
 
@@ -19,46 +26,195 @@ STATUS_OK = 0
 STATUS_OUT_FULL = 1  # out_ids too small for the next document: grow and resume there
 STATUS_STAGED = 2  # this document needs the staged path (its error, or a huge combining run)
 
+_I64 = types.int64[::1]
+_I32 = types.int32[::1]
+_U8 = types.uint8[::1]
+
+# BertNormalizer's Unicode tables and options (tokjit.wordpiece.bert_tables, BertNormalizer.opts);
+# ``expansion`` = the most bytes one input byte can become
+BertNormType, BertNorm, BERT_NORM = structs._declare("BertNorm", [
+    ("flags", _U8), ("dec_keys", _I32), ("dec_off", _I64), ("dec_data", _I32), ("low_keys", _I32),
+    ("low_off", _I64), ("low_data", _I32), ("ccc_keys", _I32), ("ccc_vals", _U8), ("opts", types.int64),
+    ("expansion", types.int64),
+], __name__)
+
+
+@njit(cache=True)
+def make_bert_norm(flags, dec_keys, dec_off, dec_data, low_keys, low_off, low_data, ccc_keys, ccc_vals, opts,
+                   expansion):
+    s = structref.new(BERT_NORM)
+    s.flags = flags
+    s.dec_keys = dec_keys
+    s.dec_off = dec_off
+    s.dec_data = dec_data
+    s.low_keys = low_keys
+    s.low_off = low_off
+    s.low_data = low_data
+    s.ccc_keys = ccc_keys
+    s.ccc_vals = ccc_vals
+    s.opts = opts
+    s.expansion = expansion
+    return s
+
+
+# the WordPiece trie (tokjit.wordpiece.WordPieceModel) and the vocabulary hash table of whole words
+WordPieceVocabType, WordPieceVocab, WORDPIECE_VOCAB = structs._declare("WordPieceVocab", [
+    ("edges", types.int64[:, ::1]), ("word_row", _I64), ("word_node", types.int64),
+    ("word_node_token", types.int64), ("cont_row", _I64), ("cont_node", types.int64), ("unk_id", types.int64),
+    ("max_chars", types.int64), ("whole_words", types.boolean), ("blob", _U8), ("offsets", _I64),
+    ("table", _I32), ("max_token_len", types.int64),
+], __name__)
+
+
+@njit(cache=True)
+def make_wordpiece_vocab(edges, word_row, word_node, word_node_token, cont_row, cont_node, unk_id, max_chars,
+                         whole_words, blob, offsets, table, max_token_len):
+    s = structref.new(WORDPIECE_VOCAB)
+    s.edges = edges
+    s.word_row = word_row
+    s.word_node = word_node
+    s.word_node_token = word_node_token
+    s.cont_row = cont_row
+    s.cont_node = cont_node
+    s.unk_id = unk_id
+    s.max_chars = max_chars
+    s.whole_words = whole_words
+    s.blob = blob
+    s.offsets = offsets
+    s.table = table
+    s.max_token_len = max_token_len
+    return s
+
+
+# raw added tokens, added tokens matched in the normalized text, normalizer, pre-tokenizer, model
+WordPiecePipeType, WordPiecePipe, WORDPIECE_PIPE = structs._declare("WordPiecePipe", [
+    ("raw", structs.TRIE), ("norm", structs.TRIE), ("normalizer", BERT_NORM), ("isolate_punct", types.boolean),
+    ("vocab", WORDPIECE_VOCAB),
+], __name__)
+
+
+@njit(cache=True)
+def make_wordpiece_pipe(raw, norm, normalizer, isolate_punct, vocab):
+    s = structref.new(WORDPIECE_PIPE)
+    s.raw = raw
+    s.norm = norm
+    s.normalizer = normalizer
+    s.isolate_punct = isolate_punct
+    s.vocab = vocab
+    return s
+
+
+# per-thread buffers of the normalized text (sizes: see encode_docs_wordpiece)
+WordPieceBuffersType, WordPieceBuffers, WORDPIECE_BUFFERS = structs._declare("WordPieceBuffers", [
+    ("nt_starts", _I64), ("nt_ends", _I64), ("nt_ids", _I64), ("run_cp", _I64), ("run_src", _I64),
+    ("run_ccc", _I64), ("norm_buf", _U8), ("norm_align", _I64), ("one_start", _I64), ("one_end", _I64),
+], __name__)
+
+
+@njit(cache=True)
+def make_wordpiece_buffers(nt_starts, nt_ends, nt_ids, run_cp, run_src, run_ccc, norm_buf, norm_align,
+                           one_start, one_end):
+    s = structref.new(WORDPIECE_BUFFERS)
+    s.nt_starts = nt_starts
+    s.nt_ends = nt_ends
+    s.nt_ids = nt_ids
+    s.run_cp = run_cp
+    s.run_src = run_src
+    s.run_ccc = run_ccc
+    s.norm_buf = norm_buf
+    s.norm_align = norm_align
+    s.one_start = one_start
+    s.one_end = one_end
+    return s
+
+
+WordPieceSessionType, WordPieceSession, WORDPIECE_SESSION = structs._declare("WordPieceSession", [
+    ("pipe", WORDPIECE_PIPE), ("spans", structs.SPANS), ("bufs", WORDPIECE_BUFFERS),
+], __name__)
+
+
+@njit(cache=True)
+def make_wordpiece_session(pipe, spans, bufs):
+    s = structref.new(WORDPIECE_SESSION)
+    s.pipe = pipe
+    s.spans = spans
+    s.bufs = bufs
+    return s
+
 
 @njit(cache=True, nogil=True)
-def encode_docs_wordpiece(buf, doc_starts, doc_ends, first_doc, last_doc,
-                          at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token,
-                          at_starts, at_ends, at_ids,
-                          nt_first, nt_child_start, nt_child_count, nt_edge_byte, nt_edge_target, nt_token,
-                          nt_starts, nt_ends, nt_ids,
-                          flags, dec_keys, dec_off, dec_data, low_keys, low_off, low_data, ccc_keys, ccc_vals,
-                          norm_opts, run_cp, run_src, run_ccc, norm_buf, norm_align,
-                          isolate_punct, one_start, one_end, piece_starts, piece_ends,
-                          edges, word_row, word_node, word_node_token, cont_row, cont_node, unk_id, max_chars,
-                          whole_words, tok_blob, tok_offsets, tok_table, max_token_len,
-                          tok_starts, tok_ends, out_ids, out_pos, doc_out_end, expansion, status):
-    """Encode documents ``first_doc..last_doc-1``; returns the index of the first document not
-    finished (``last_doc`` when all are done) and sets ``status[0]``: ``STATUS_OUT_FULL`` (grow
-    ``out_ids`` and resume there) or ``STATUS_STAGED`` (the caller encodes that document through the
-    staged path, which raises the proper error, and resumes after it).
+def encode_text_wordpiece(session, text):
+    """One text (``bytes``) through :func:`encode_docs_wordpiece`; returns the number of ids in
+    ``spans.out``, GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small, or
+    FALLBACK when the text needs the staged path (its error, or a huge combining run). The
+    single-text entry point: two arguments to unbox, no allocation."""
+    sp = session.spans
+    n = len(text)
+    buf = sp.text
+    if n > buf.shape[0] or 2 * session.pipe.normalizer.expansion * n + 2 > sp.out.shape[0]:
+        sp.io[2] = n
+        return GROW
+    for i in range(n):
+        buf[i] = text[i]
+    sp.doc_starts[0] = 0
+    sp.doc_ends[0] = n
+    sp.io[0] = 0
+    encode_docs_wordpiece(session, buf, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
+    if sp.io[1] != STATUS_OK:
+        return FALLBACK
+    return sp.io[0]
 
-    Per document: leftmost-longest raw added tokens (trie ``at_*``); every text segment between them
-    is normalized (``bert_normalize``), normalized added tokens are matched in the result (trie
-    ``nt_*``), and each gap between those is pre-tokenized (``bert_pre_tokenize``) and encoded
-    (``wordpiece_encode``); with ``whole_words`` (HF's flavour: first tokens matched from the root,
-    never empty) a word that is itself a vocabulary entry (hash table ``tok_*``, the ids the trie
-    holds) is emitted in one lookup instead of a trie walk of cache misses. A document stops early when a combining run outgrows ``run_*`` or a word
-    needs the unknown token and ``unk_id`` < 0. Ids go to ``out_ids`` from ``out_pos[0]``;
-    ``doc_out_end[d]`` = end of document ``d``'s ids. O(total bytes * longest token).
+
+@njit(cache=True, nogil=True)
+def encode_docs_wordpiece(session, buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end):
+    """Encode documents ``first_doc..last_doc-1``; returns the index of the first document not
+    finished (``last_doc`` when all are done) and sets the status in ``spans.io[1]``:
+    ``STATUS_OUT_FULL`` (grow ``out_ids`` and resume there) or ``STATUS_STAGED`` (the caller encodes
+    that document through the staged path, which raises the proper error, and resumes after it).
+
+    ``session`` (:data:`WORDPIECE_SESSION`) holds the compiled tokenizer (``pipe``) and the calling
+    thread's buffers (``spans``, ``bufs``). Per document: leftmost-longest raw added tokens (trie
+    ``pipe.raw``); every text segment between them is normalized (``bert_normalize``), normalized
+    added tokens are matched in the result (trie ``pipe.norm``), and each gap between those is
+    pre-tokenized (``bert_pre_tokenize``) and encoded (``wordpiece_encode``); with ``whole_words``
+    (HF's flavour: first tokens matched from the trie root, never empty) a word that is itself a
+    vocabulary entry (hash table ``vocab.blob/offsets/table``, the ids the trie holds) is emitted in
+    one lookup instead of a trie walk of cache misses. A document stops early when a combining run
+    outgrows ``run_*`` or a word needs the unknown token and ``unk_id`` < 0. Ids go to ``out_ids``
+    from ``spans.io[0]`` (updated); ``doc_out_end[d]`` = end of document ``d``'s ids.
+    O(total bytes * longest token).
     Capacities (E = the normalizer's worst expansion per byte, L = longest document): ``norm_buf``,
-    ``piece_*``, ``nt_*``, ``tok_*`` >= E * L + 8, ``norm_align`` one more; ``run_*`` >= 4 * L + 16;
-    ``at_*`` >= L + 1. A document of n bytes needs 2 * E * n + 2 free ids in ``out_ids`` (a word
-    yields at most one id per normalized byte, plus llama.cpp's empty first token).
+    ``spans.piece_*``, ``nt_*`` >= E * L + 8, ``norm_align`` one more, ``spans.tok_*`` >= 2 * (E * L + 8) + 2;
+    ``run_*`` >= 4 * L + 16; ``spans.at_*`` >= L + 1. A document of n bytes needs 2 * E * n + 2 free
+    ids in ``out_ids`` (a word yields at most one id per normalized byte, plus llama.cpp's empty first
+    token).
     """
-    status[0] = STATUS_OK
-    n_out = out_pos[0]
+    pipe, sp, bf = session.pipe, session.spans, session.bufs
+    at, nt, t, v = pipe.raw, pipe.norm, pipe.normalizer, pipe.vocab
+    at_first, at_child_start, at_child_count = at.first_byte, at.child_start, at.child_count
+    at_edge_byte, at_edge_target, at_token = at.edge_byte, at.edge_target, at.node_token
+    nt_first, nt_child_start, nt_child_count = nt.first_byte, nt.child_start, nt.child_count
+    nt_edge_byte, nt_edge_target, nt_token = nt.edge_byte, nt.edge_target, nt.node_token
+    flags, dec_keys, dec_off, dec_data = t.flags, t.dec_keys, t.dec_off, t.dec_data
+    low_keys, low_off, low_data, ccc_keys, ccc_vals = t.low_keys, t.low_off, t.low_data, t.ccc_keys, t.ccc_vals
+    norm_opts, expansion, isolate_punct = t.opts, t.expansion, pipe.isolate_punct
+    edges, word_row, word_node, word_node_token = v.edges, v.word_row, v.word_node, v.word_node_token
+    cont_row, cont_node, unk_id, max_chars, whole_words = v.cont_row, v.cont_node, v.unk_id, v.max_chars, v.whole_words
+    tok_blob, tok_offsets, tok_table, max_token_len = v.blob, v.offsets, v.table, v.max_token_len
+    at_starts, at_ends, at_ids, tok_starts, tok_ends = sp.at_starts, sp.at_ends, sp.at_ids, sp.tok_starts, sp.tok_ends
+    piece_starts, piece_ends, io = sp.piece_starts, sp.piece_ends, sp.io
+    nt_starts, nt_ends, nt_ids = bf.nt_starts, bf.nt_ends, bf.nt_ids
+    run_cp, run_src, run_ccc, norm_buf, norm_align = bf.run_cp, bf.run_src, bf.run_ccc, bf.norm_buf, bf.norm_align
+    one_start, one_end = bf.one_start, bf.one_end
+    io[1] = STATUS_OK
+    n_out = io[0]
     cap = out_ids.shape[0]
     for d in range(first_doc, last_doc):
         ds = doc_starts[d]
         de = doc_ends[d]
         if cap - n_out < 2 * expansion * (de - ds) + 2:
-            status[0] = STATUS_OUT_FULL
-            out_pos[0] = n_out
+            io[1] = STATUS_OUT_FULL
+            io[0] = n_out
             return d
         doc_begin = n_out
         n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
@@ -71,8 +227,8 @@ def encode_docs_wordpiece(buf, doc_starts, doc_ends, first_doc, last_doc,
                                    low_keys, low_off, low_data, ccc_keys, ccc_vals, norm_opts,
                                    run_cp, run_src, run_ccc, norm_buf, norm_align)
                 if m < 0:
-                    status[0] = STATUS_STAGED
-                    out_pos[0] = doc_begin
+                    io[1] = STATUS_STAGED
+                    io[0] = doc_begin
                     return d
                 n_nt = find_added_tokens(norm_buf, 0, m, nt_first, nt_child_start, nt_child_count,
                                          nt_edge_byte, nt_edge_target, nt_token, nt_starts, nt_ends, nt_ids)
@@ -99,8 +255,8 @@ def encode_docs_wordpiece(buf, doc_starts, doc_ends, first_doc, last_doc,
                                                      cont_node, unk_id, max_chars, out_ids[n_out:],
                                                      tok_starts, tok_ends)
                             if n_ids < 0:
-                                status[0] = STATUS_STAGED
-                                out_pos[0] = doc_begin
+                                io[1] = STATUS_STAGED
+                                io[0] = doc_begin
                                 return d
                             n_out += n_ids
                     if u < n_nt:
@@ -112,5 +268,5 @@ def encode_docs_wordpiece(buf, doc_starts, doc_ends, first_doc, last_doc,
                 n_out += 1
                 pos = at_ends[a]
         doc_out_end[d] = n_out
-    out_pos[0] = n_out
+    io[0] = n_out
     return last_doc
