@@ -11,6 +11,7 @@ Public API::
 from .errors import (CacheError, InputError, ModelFileError, TokenizerFileNotFoundError, TokjitError,
                      UnknownEncodingError, UnsupportedComponentError)
 from .load import detect_format, load
+from .load.pretrained import from_pretrained
 from .registry import get_encoding, list_encoding_names
 from .spec import AddedToken, TokenizerSpec, TokenType
 from .tokenizer import Tokenizer
@@ -18,7 +19,7 @@ from .tokenizer import Tokenizer
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "get_encoding", "list_encoding_names", "detect_format", "Tokenizer", "TokenizerSpec",
+    "load", "from_pretrained", "get_encoding", "list_encoding_names", "detect_format", "Tokenizer", "TokenizerSpec",
     "AddedToken", "TokenType", "TokjitError", "ModelFileError", "UnsupportedComponentError",
     "UnknownEncodingError", "InputError", "CacheError", "TokenizerFileNotFoundError",
 ]

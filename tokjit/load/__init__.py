@@ -182,16 +182,7 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
 
 
 def _attach_config(tok, path):
-    """Chat template and BOS/EOS names from a ``tokenizer_config.json`` beside a tokenizer file."""
-    import json
-    cfg_path = os.path.join(os.path.dirname(path), "tokenizer_config.json")
-    if not os.path.exists(cfg_path) or tok.spec.source.get("format") not in ("tokenizer.json", "sentencepiece"):
-        return
-    try:
-        with open(cfg_path, "rb") as fh:
-            cfg = json.load(fh)
-    except (OSError, ValueError):
-        return
-    tok.config = cfg
-    if tok.spec.chat_template is None and isinstance(cfg.get("chat_template"), str):
-        tok.spec.chat_template = cfg["chat_template"]
+    """Special tokens, chat template, padding side... from the config files beside a tokenizer file."""
+    if tok.spec.source.get("format") in ("tokenizer.json", "sentencepiece", "vocab.txt"):
+        from .pretrained import attach_tokenizer_config
+        attach_tokenizer_config(tok, path)

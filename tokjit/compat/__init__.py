@@ -1,0 +1,1 @@
+"""Surfaces shaped like other libraries' APIs, layered on :class:`~tokjit.Tokenizer`."""
