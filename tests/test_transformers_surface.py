@@ -20,7 +20,7 @@ import tokjit
 from tokjit.compat.transformers import MissingDependencyError
 from tokjit.errors import InputError, TokenizerFileNotFoundError
 
-from conftest import SHARED, corpus_files
+from conftest import SHARED, corpus_files, corpus_lines
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -135,7 +135,8 @@ def test_vocabulary(pair):
 
 def test_tokenize(pair):
     tok, ref = pair
-    for text in TEXTS:
+    # Unigram names unknown pieces by their normalized text: corpus lines bring plenty of those
+    for text in TEXTS + [t[:300] for t in corpus_lines(limit_per_file=15, step=97)]:
         assert tok.tokenize(text) == ref.tokenize(text), text
     assert tok.tokenize(TEXTS[10], TEXTS[20], add_special_tokens=True) == \
         ref.tokenize(TEXTS[10], TEXTS[20], add_special_tokens=True)
@@ -175,6 +176,24 @@ CALLS = [
 ]
 
 
+def _hf_shifts_offsets(tok, text: str) -> bool:
+    """The known offsets difference of tests/test_offsets.py: when the normalizer deletes characters
+    at the very start of a text (a control character, a collapsed whitespace run), HF shifts the
+    spans after it; tokjit reports the true spans."""
+    head = text[:2]
+    return tok.normalizer is not None and len(tok._normalize_text(head)) < len(head)
+
+
+def _without_shifted_offsets(result, rows):
+    if isinstance(result, tuple) or "offset_mapping" not in result or not rows:
+        return result
+    out = dict(result)
+    offsets = out["offset_mapping"]
+    out["offset_mapping"] = [o for i, o in enumerate(offsets) if i not in rows] \
+        if offsets and isinstance(offsets[0], list) else "shifted"
+    return out
+
+
 @pytest.mark.parametrize("kwargs", CALLS, ids=[str(c) for c in CALLS])
 def test_call_batches_and_pairs(pair, kwargs):
     tok, ref = pair
@@ -183,8 +202,13 @@ def test_call_batches_and_pairs(pair, kwargs):
         if isinstance(theirs, tuple):
             assert isinstance(mine, tuple), (args[0][:1], kwargs, theirs[1])
             assert isinstance(mine[1], InputError), mine[1]
-        else:
-            assert mine == theirs, (kwargs, len(args))
+            continue
+        shifted = set()
+        if kwargs.get("return_offsets_mapping"):
+            columns = [[a] if isinstance(a, str) else a for a in args]
+            shifted = {i for col in columns for i, t in enumerate(col) if _hf_shifts_offsets(tok, t)}
+        mine, theirs = _without_shifted_offsets(mine, shifted), _without_shifted_offsets(theirs, shifted)
+        assert mine == theirs, (kwargs, len(args))
 
 
 @pytest.mark.parametrize("kwargs", [{"padding": True}, {"padding": True, "truncation": True, "max_length": 10,
@@ -198,17 +222,19 @@ def test_return_tensors_np(pair, kwargs):
             tok(texts, pairs, return_tensors="np", **kwargs)
         return
     for args in ((texts, pairs), (texts[3],)):
-        try:
-            theirs = ref(*args, return_tensors="np", **kwargs)
-        except ValueError:  # rows of different lengths
-            with pytest.raises(InputError):
-                tok(*args, return_tensors="np", **kwargs)
-            continue
+        if kwargs.get("return_offsets_mapping") and any(_hf_shifts_offsets(tok, t) for a in args
+                                                         for t in ([a] if isinstance(a, str) else a)):
+            args = ([t for t in args[0] if not _hf_shifts_offsets(tok, t)][:8],)
+        theirs = ref(*args, return_tensors="np", **kwargs)
         mine = tok(*args, return_tensors="np", **kwargs)
         assert list(mine) == list(theirs)
         for key in theirs:
             assert mine[key].shape == theirs[key].shape, key
-            assert np.array_equal(mine[key], theirs[key]), key
+            assert mine[key].dtype == theirs[key].dtype, key
+            if theirs[key].dtype == object:  # rows of different lengths: an array per row
+                assert [r.tolist() for r in mine[key]] == [r.tolist() for r in theirs[key]], key
+            else:
+                assert np.array_equal(mine[key], theirs[key]), key
 
 
 def test_return_tensors_pt():
@@ -229,6 +255,8 @@ def test_return_tensors_pt():
 def test_encode_with_offsets_adds_special_tokens(pair):
     tok, ref = pair
     for text in TEXTS[:40]:
+        if _hf_shifts_offsets(tok, text):
+            continue
         enc = ref(text, return_offsets_mapping=True)
         ids, offsets = tok.encode_with_offsets(text, parse_special=True, add_special_tokens=True)
         if tok.spec.post_processor is not None and not (tok.hf_config and tok.hf_config.rebuilds_template):
@@ -247,7 +275,7 @@ def test_bad_inputs_are_typed_errors(pair):
     with pytest.raises(InputError):
         tok("a", truncation="middle", max_length=3)
     with pytest.raises(InputError):
-        tok(["a", "a b c d e f"], return_tensors="np")
+        tok(["a", "a b c d e f"], return_tensors="tf")
 
 
 # ------------------------------------------------------------------------------------------------

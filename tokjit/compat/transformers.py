@@ -10,6 +10,7 @@ Python). torch is imported only for ``return_tensors="pt"``.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 import numpy as np
@@ -243,9 +244,33 @@ class TransformersMixin:
                 if special:
                     continue
                 if tid == self.spec.unk_id and e > s:
-                    tokens[i] = (text if seen < n_first else pair)[s:e]
+                    tokens[i] = self._unknown_piece(text if seen < n_first else pair, enc["offset_mapping"],
+                                                    tokens, i)
                 seen += 1
         return tokens
+
+    def _unknown_piece(self, text: str, spans, tokens: list[str], i: int) -> str:
+        """The normalized text an unknown Unigram token stands for (HF's token string for it).
+
+        Its source span, widened over combining marks no token claims, is normalized; what the
+        tokens sharing that source spell before and after it ("½" -> "▁1", "⁄", "2") is cut off."""
+        s, e = spans[i]
+        starts = {a for a, _ in spans}
+        while e < len(text) and e not in starts and unicodedata.category(text[e]) in ("Mn", "Mc", "Me"):
+            e += 1
+        piece = self._normalize_text(text[s:e]) if self.normalizer is not None else text[s:e]
+        piece = piece.replace(" ", "\u2581")
+        before = "".join(tokens[j] for j in range(i) if spans[j][1] > s and spans[j][0] < e)
+        after = "".join(tokens[j] for j in range(i + 1, len(tokens)) if spans[j][0] < e and spans[j][1] > s)
+        for cut in range(len(piece) - 1, 0, -1):  # longest head of the piece the tokens before end with
+            if before.endswith(piece[:cut]):
+                piece = piece[cut:]
+                break
+        for cut in range(1, len(piece)):  # longest tail the tokens after start with
+            if after.startswith(piece[cut:]):
+                piece = piece[:cut]
+                break
+        return piece or text[s:e]
 
     def convert_tokens_to_string(self, tokens: list[str]) -> str:
         return self.decode(self.convert_tokens_to_ids(tokens))
@@ -331,6 +356,8 @@ class TransformersMixin:
                  return_token_type_ids: bool | None = None, return_special_tokens_mask: bool = False,
                  return_offsets_mapping: bool = False, return_length: bool = False) -> BatchEncoding:
         """Encode a text, a pair, or batches of them, as ``transformers`` tokenizers do."""
+        if return_tensors not in (None, "np", "pt"):
+            raise InputError(f"return_tensors must be None, 'np' or 'pt', not {return_tensors!r}")
         batched, texts, pairs = _batch_inputs(text, text_pair)
         pad_strategy, trunc_strategy, max_length = self._strategies(padding, truncation, max_length,
                                                                     pad_to_multiple_of)
@@ -543,6 +570,12 @@ def _shape(flat: np.ndarray, out_off, out_len, batched: bool, return_tensors, ke
         rows = [values[s:e] for s, e in zip(out_off[:-1].tolist(), out_off[1:].tolist())]
         return rows if batched else rows[0]
     if out_len.size and np.any(out_len != out_len[0]):
+        if return_tensors == "np":
+            # as transformers: an object array holding one array per row
+            rows = np.empty(out_len.shape[0], object)
+            for i, (s, e) in enumerate(zip(out_off[:-1].tolist(), out_off[1:].tolist())):
+                rows[i] = flat[s:e]
+            return rows
         raise InputError(f"cannot make one tensor of rows of different lengths ({key}); pass padding=True "
                          "or truncation=True")
     width = int(out_len[0]) if out_len.size else 0
