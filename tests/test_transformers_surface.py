@@ -55,6 +55,11 @@ def _reference(folder):
     backend = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
     backend.no_padding()
     backend.no_truncation()
+    # as transformers does at load: the config's special tokens become special added tokens
+    listed = {str(t) for t in backend.get_added_tokens_decoder().values()}
+    backend.add_special_tokens([tokenizers.AddedToken(t, special=True, normalized=False)
+                                for t in ref.all_special_tokens if t not in listed and
+                                backend.token_to_id(t) is not None])
     ref._tokenizer = backend
     if getattr(ref, "_should_update_post_processor", False):
         ref.update_post_processor()
@@ -358,3 +363,48 @@ def test_constrain_stops_on_the_config_eos(name, shared):
     from tokjit.constrain import Regex
     constraint = Regex(tok, "ab")
     assert constraint.eos_ids.tolist() == [ref.eos_token_id]
+
+
+def test_equal_to_unpatched_auto_tokenizer_where_it_runs_the_file(pair, shared):
+    """Where AutoTokenizer's own backend gives the file's ids, tokjit equals AutoTokenizer as loaded,
+    with no backend swap; elsewhere the ids it differs on are its rebuilt pipeline's, not tokjit's."""
+    tok, patched = pair
+    folder = HF_DIR / os.path.basename(os.path.dirname(tok.spec.source["path"]))
+    try:
+        plain = transformers.AutoTokenizer.from_pretrained(str(folder))
+    except (TypeError, ValueError, OSError):
+        plain = transformers.PreTrainedTokenizerFast.from_pretrained(str(folder))
+    file_backend = patched._tokenizer
+    same_backend = all(plain(t, add_special_tokens=False)["input_ids"] ==
+                       file_backend.encode(t, add_special_tokens=False).ids for t in TEXTS)
+    if not same_backend:
+        assert any(tok(t, add_special_tokens=False)["input_ids"] != plain(t, add_special_tokens=False)["input_ids"]
+                   for t in TEXTS)
+        assert all(tok(t, add_special_tokens=False)["input_ids"] ==
+                   file_backend.encode(t, add_special_tokens=False).ids for t in TEXTS)
+        return
+    for kwargs in ({}, {"padding": True}, {"truncation": True, "max_length": 10},
+                   {"return_offsets_mapping": True}):
+        if kwargs.get("padding") and plain.pad_token is None:
+            continue
+        for args in ((TEXTS,), (TEXTS, PAIRS)):
+            mine, theirs = _call_both(tok, plain, *args, **kwargs)
+            if kwargs.get("return_offsets_mapping"):
+                shifted = {i for col in args for i, t in enumerate(col) if _hf_shifts_offsets(tok, t)}
+                mine, theirs = _without_shifted_offsets(mine, shifted), _without_shifted_offsets(theirs, shifted)
+            assert mine == theirs, kwargs
+    for attr in ATTRIBUTES:
+        assert getattr(tok, attr) == getattr(plain, attr), attr
+
+
+def test_pickled_from_pretrained_keeps_config_special_tokens(shared):
+    import pickle
+    name = "envit5" if "envit5" in FOLDERS else FOLDERS[0]
+    tok, ref = pair_for(name)
+    text = "a </s> b <extra_id_3> <pad> c"
+    again = pickle.loads(pickle.dumps(tok))
+    assert again(text)["input_ids"] == tok(text)["input_ids"] == ref(text)["input_ids"]
+    # tokjit.load keeps the file's own reference (HF tokenizers), which does not know them
+    plain = tokenizers.Tokenizer.from_file(str(HF_DIR / name / "tokenizer.json"))
+    assert tokjit.load(HF_DIR / name).encode(text, parse_special=True) == \
+        plain.encode(text, add_special_tokens=False).ids

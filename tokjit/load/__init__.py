@@ -154,10 +154,13 @@ def load_bytes(data: bytes, **kwargs):
     return tok
 
 
-def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | None = None, fmt=None):
+def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | None = None, fmt=None,
+         config_special_tokens: bool = False):
     """Load a tokenizer file; the format is detected from the content (see :data:`FORMATS`).
 
     ``pat_str`` / ``special_tokens`` are needed for ``.tiktoken`` files, which carry neither.
+    ``config_special_tokens=True`` also matches the special tokens only ``tokenizer_config.json`` /
+    ``special_tokens_map.json`` name, as transformers does (:func:`tokjit.from_pretrained`).
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -178,6 +181,10 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
     tok = load_bytes(data, path=path, fmt=fmt, pat_str=pat_str, special_tokens=special_tokens)
     tok._load_options = {"pat_str": pat_str, "special_tokens": special_tokens, "fmt": fmt}  # for pickling
     _attach_config(tok, path)
+    if config_special_tokens:
+        from .pretrained import with_config_special_tokens
+        tok = with_config_special_tokens(tok)
+        tok._load_options["config_special_tokens"] = True
     return tok
 
 

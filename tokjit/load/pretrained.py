@@ -15,6 +15,7 @@ chat template; :func:`read_tokenizer_config` resolves them with transformers' (v
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -245,6 +246,32 @@ def _token_id(tok, content: str) -> int | None:
     return tok.token_to_id(content)
 
 
+def with_config_special_tokens(tok):
+    """``tok``, or a copy that also matches (and skips on decode) the special tokens the config names
+    but tokenizer.json does not list as added tokens: transformers registers every such token as a
+    special added token when it loads a folder (EnViT5's ``</s>`` and ``<extra_id_*>``)."""
+    hf = tok.hf_config
+    if hf is None:
+        return tok
+    from ..spec import AddedToken
+    from ..tokenizer import Tokenizer
+    have = {t.content for t in tok.spec.added_tokens}
+    extra = []
+    for content in dict.fromkeys([*hf.special_tokens.values(), *hf.extra_special_tokens]):
+        if content is None or content in have:
+            continue
+        tid = tok.token_to_id(content)
+        if tid is not None:  # transformers would append a new id; tokjit's vocabulary is the file's
+            extra.append(AddedToken(content, tid, special=True, normalized=False))
+    if not extra:
+        return tok
+    spec = dataclasses.replace(tok.spec, added_tokens=[*tok.spec.added_tokens, *extra])
+    out = Tokenizer(spec)
+    out.hf_config, out.config = tok.hf_config, tok.config
+    out._load_options = dict(getattr(tok, "_load_options", {}))
+    return out
+
+
 def hub_cache_dirs() -> list[str]:
     """Where transformers looks for downloaded repositories, most specific first."""
     dirs = []
@@ -298,10 +325,12 @@ def _snapshot(repo: str, revision: str) -> str | None:
 
 def from_pretrained(name_or_path, *, revision: str = "main", cache_dir=None):
     """A :class:`~tokjit.Tokenizer` for a model folder or a locally cached hub id, with the special
-    tokens, ``model_max_length``, padding side and chat template its config files give."""
+    tokens, ``model_max_length``, padding side and chat template its config files give. Unlike
+    ``tokjit.load`` (the file's own reference, HF ``tokenizers``), special tokens named only in the
+    config are matched in text too, as transformers does."""
     from . import load
     folder = resolve_pretrained(name_or_path, revision=revision, cache_dir=cache_dir)
     if not any(os.path.isfile(os.path.join(folder, f)) for f in TOKENIZER_FILES):
         raise TokenizerFileNotFoundError(
             f"no tokenizer file ({', '.join(TOKENIZER_FILES)}) in {folder}")
-    return load(folder)
+    return load(folder, config_special_tokens=True)
