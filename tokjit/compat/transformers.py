@@ -316,7 +316,7 @@ class TransformersMixin:
         if pair in cache:
             return cache[pair]
         cfg = self.hf_config
-        if cfg is not None and cfg.rebuilds_template or self.spec.post_processor is None:
+        if (cfg is not None and cfg.rebuilds_template) or self.spec.post_processor is None:
             # transformers 5 rebuilds the template from add_bos_token / add_eos_token when the config
             # names either, and when the file has no post-processor
             bos_on = bool(cfg is not None and cfg.add_bos_token) and self.bos_token_id is not None
@@ -325,8 +325,7 @@ class TransformersMixin:
             eos = [("S", np.asarray([self.eos_token_id], np.int32), 0)] if eos_on else []
             parts = bos + [("A", 0)] + eos
             if pair:
-                parts += [(p[0], p[1], 1) if p[0] == "S" else p for p in bos] + [("B", 1)] + \
-                         [(p[0], p[1], 1) for p in eos]
+                parts += [("S", p[1], 1) for p in bos] + [("B", 1)] + [("S", p[1], 1) for p in eos]
         else:
             parts = _template_from_post_processor(self.spec.post_processor, pair)
             if parts is None:
