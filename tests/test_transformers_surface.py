@@ -18,7 +18,7 @@ import pytest
 
 import tokjit
 from tokjit.compat.transformers import MissingDependencyError
-from tokjit.errors import InputError, TokenizerFileNotFoundError
+from tokjit.errors import InputError, TokenizerFileNotFoundError, UnsupportedComponentError
 
 from conftest import SHARED, corpus_files, corpus_lines
 
@@ -216,6 +216,40 @@ def test_call_batches_and_pairs(pair, kwargs):
         assert mine == theirs, (kwargs, len(args))
 
 
+OVERFLOW_CALLS = [
+    {"truncation": True, "max_length": 8, "stride": 2},
+    {"truncation": True, "max_length": 10, "stride": 3, "padding": True, "return_offsets_mapping": True},
+    {"truncation": True, "max_length": 6},
+    {"truncation": True, "max_length": 1},
+    {"max_length": 7, "stride": 1, "return_special_tokens_mask": True},
+    {"truncation": True, "max_length": 30, "stride": 29},
+    {"truncation": True, "max_length": 9, "stride": 8},
+]
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("kwargs", OVERFLOW_CALLS, ids=[str(c) for c in OVERFLOW_CALLS])
+def test_overflowing_tokens(pair, kwargs, side):
+    tok, ref = pair
+    tok.truncation_side = ref.truncation_side = side
+    try:
+        for args in ((TEXTS,), (TEXTS[40],), ([TEXTS[12]],)):
+            mine, theirs = _call_both(tok, ref, *args, return_overflowing_tokens=True, **kwargs)
+            if isinstance(theirs, tuple):
+                assert isinstance(mine, tuple) and isinstance(mine[1], InputError), (kwargs, theirs[1])
+                continue
+            if kwargs.get("return_offsets_mapping"):
+                texts = args[0] if isinstance(args[0], list) else [args[0]]
+                shifted = {i for i, t in enumerate(texts) if _hf_shifts_offsets(tok, t)}
+                rows = {i for i, src in enumerate(theirs["overflow_to_sample_mapping"]) if src in shifted}
+                mine, theirs = _without_shifted_offsets(mine, rows), _without_shifted_offsets(theirs, rows)
+            assert mine == theirs, kwargs
+    finally:
+        tok.truncation_side = ref.truncation_side = "right"
+    with pytest.raises(UnsupportedComponentError):
+        tok(TEXTS[:2], PAIRS[:2], truncation=True, max_length=5, return_overflowing_tokens=True)
+
+
 @pytest.mark.parametrize("kwargs", [{"padding": True}, {"padding": True, "truncation": True, "max_length": 10,
                                                          "return_offsets_mapping": True},
                                     {"truncation": True, "max_length": 6}])
@@ -277,6 +311,10 @@ def test_bad_inputs_are_typed_errors(pair):
         tok(["a", "b"], ["only one pair"])
     with pytest.raises(InputError):
         tok("a", padding="sideways")
+    with pytest.raises(InputError):
+        tok("a", padding_side="middle")
+    with pytest.raises(InputError):
+        tok.padding_side = "up"
     with pytest.raises(InputError):
         tok("a", truncation="middle", max_length=3)
     with pytest.raises(InputError):

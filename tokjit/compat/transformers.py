@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, TokjitError
+from ..errors import InputError, TokjitError, UnsupportedComponentError
 from ..spec import TokenType
 from ..load.pretrained import NAMED_SPECIAL_TOKENS, VERY_LARGE_INTEGER
 
@@ -176,11 +176,25 @@ class TransformersMixin:
 
     @property
     def padding_side(self) -> str:
-        return self.hf_config.padding_side if self.hf_config is not None else "right"
+        side = self.__dict__.get("_padding_side")
+        if side is None:
+            side = self.hf_config.padding_side if self.hf_config is not None else "right"
+        return side
+
+    @padding_side.setter
+    def padding_side(self, side: str) -> None:
+        self._padding_side = _side(side, "padding_side")
 
     @property
     def truncation_side(self) -> str:
-        return self.hf_config.truncation_side if self.hf_config is not None else "right"
+        side = self.__dict__.get("_truncation_side")
+        if side is None:
+            side = self.hf_config.truncation_side if self.hf_config is not None else "right"
+        return side
+
+    @truncation_side.setter
+    def truncation_side(self, side: str) -> None:
+        self._truncation_side = _side(side, "truncation_side")
 
     @property
     def model_input_names(self) -> list[str]:
@@ -353,8 +367,12 @@ class TransformersMixin:
                  pad_to_multiple_of: int | None = None, padding_side: str | None = None,
                  return_tensors: str | None = None, return_attention_mask: bool | None = None,
                  return_token_type_ids: bool | None = None, return_special_tokens_mask: bool = False,
-                 return_offsets_mapping: bool = False, return_length: bool = False) -> BatchEncoding:
-        """Encode a text, a pair, or batches of them, as ``transformers`` tokenizers do."""
+                 return_offsets_mapping: bool = False, return_length: bool = False,
+                 return_overflowing_tokens: bool = False) -> BatchEncoding:
+        """Encode a text, a pair, or batches of them, as ``transformers`` tokenizers do.
+
+        ``return_overflowing_tokens=True`` (single texts) adds a row per window the truncation cut
+        off, ``stride`` tokens overlapping the window before, and ``overflow_to_sample_mapping``."""
         if return_tensors not in (None, "np", "pt"):
             raise InputError(f"return_tensors must be None, 'np' or 'pt', not {return_tensors!r}")
         batched, texts, pairs = _batch_inputs(text, text_pair)
@@ -366,14 +384,30 @@ class TransformersMixin:
             [("A", 0)] + ([("B", 1)] if b is not None else [])
         n_added = sum(p[1].shape[0] for p in template if p[0] == "S")
 
+        if trunc_strategy != "do_not_truncate" and stride:
+            single_added = sum(p[1].shape[0] for p in self._hf_template(False) if p[0] == "S") \
+                if add_special_tokens else 0
+            # HF tokenizers refuses a stride that leaves a single text no room, whatever the inputs
+            if max_length >= single_added and stride > max_length - single_added:
+                raise InputError(f"stride ({stride}) must not exceed max_length ({max_length}) less the "
+                                 f"{single_added} special tokens a text gets")
         keep_a, keep_b = a.lengths, (b.lengths if b is not None else None)
         # HF tokenizers leaves the sequences whole when the special tokens alone exceed max_length
         if trunc_strategy != "do_not_truncate" and max_length >= n_added:
             keep_a, keep_b = _truncated_lengths(keep_a, keep_b, max_length - n_added, trunc_strategy, stride)
         left_trunc = self.truncation_side == "left"
+        sample_of_row = None
+        if return_overflowing_tokens:
+            if b is not None:
+                raise UnsupportedComponentError("return_overflowing_tokens with text_pair is not supported")
+            sample_of_row = np.arange(len(texts), dtype=np.int64)
+            if trunc_strategy != "do_not_truncate" and max_length >= n_added:
+                a, sample_of_row = _overflow_windows(a, max_length - n_added, stride, left_trunc)
+                keep_a, left_trunc = a.lengths, False
+            batched = True  # transformers keeps the batch axis when it returns overflow rows
 
         # lay every row out: template parts in order, sequences cut to their kept lengths
-        n = len(texts)
+        n = a.lengths.shape[0]
         part_lengths = []
         for part in template:
             if part[0] == "S":
@@ -393,9 +427,7 @@ class TransformersMixin:
         out_len = row_len if target is None else np.maximum(row_len, target)
         out_off = np.zeros(n + 1, np.int64)
         np.cumsum(out_len, out=out_off[1:])
-        side = padding_side or self.padding_side
-        if side not in ("left", "right"):
-            raise InputError(f"padding_side must be 'left' or 'right', not {side!r}")
+        side = _side(padding_side or self.padding_side, "padding_side")
         content_start = out_off[:-1] + ((out_len - row_len) if side == "left" else 0)
 
         total = int(out_off[-1])
@@ -448,6 +480,9 @@ class TransformersMixin:
             out[key] = _shape(flat, out_off, out_len, batched, return_tensors, key)
         if return_length:
             out["length"] = _shape_lengths(out_len, batched, return_tensors)
+        if sample_of_row is not None:
+            out["overflow_to_sample_mapping"] = sample_of_row.tolist() if return_tensors is None else \
+                _tensor(sample_of_row, return_tensors)
         return out
 
     def _strategies(self, padding, truncation, max_length, pad_to_multiple_of):
@@ -494,6 +529,12 @@ class TransformersMixin:
             raise InputError(f"truncation length ({max_length}) is not a multiple of pad_to_multiple_of "
                              f"({pad_to_multiple_of})")
         return pad, trunc, max_length
+
+
+def _side(side, what: str) -> str:
+    if side not in ("left", "right"):
+        raise InputError(f"{what} must be 'left' or 'right', not {side!r}")
+    return side
 
 
 def _batch_inputs(text, text_pair):
@@ -551,6 +592,38 @@ def _truncated_lengths(na, nb, limit: int, strategy: str, stride: int):
         return na - over, nb
     _check_stride(nb, nb - over, stride)
     return na, nb - over
+
+
+def _overflow_windows(rows: _Rows, limit: int, stride: int, from_left: bool):
+    """Each row cut into windows of ``limit`` tokens, each overlapping the one before by ``stride``
+    (HF ``Encoding::truncate``: the first window is the row, the rest its overflow), and the source
+    row of every window."""
+    n = rows.lengths
+    if limit == 0:  # everything overflows: an empty row, then the whole sequence
+        count = np.where(n > 0, 2, 1)
+        first = np.repeat(np.arange(n.shape[0]), count)
+        second = _ragged_arange(count)
+        starts = np.zeros(first.shape[0], np.int64)
+        lengths = np.where(second == 1, n[first], 0)
+    else:
+        step = limit - stride
+        count = np.where(n > limit, 1 + -(-(n - limit) // step), 1)
+        first = np.repeat(np.arange(n.shape[0]), count)
+        j = _ragged_arange(count)
+        if from_left:
+            stops = n[first] - j * step
+            starts = np.maximum(stops - limit, 0)
+        else:
+            starts = j * step
+            stops = np.minimum(starts + limit, n[first])
+        lengths = stops - starts
+    offsets = np.zeros(first.shape[0] + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    src = np.repeat(rows.offsets[:-1][first] + starts, lengths) + _ragged_arange(lengths)
+    windows = _Rows(rows.ids[src], offsets,
+                    None if rows.starts is None else rows.starts[src],
+                    None if rows.ends is None else rows.ends[src])
+    return windows, first.astype(np.int64)
 
 
 def _check_stride(before, after, stride: int) -> None:
