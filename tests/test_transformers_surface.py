@@ -446,3 +446,31 @@ def test_pickled_from_pretrained_keeps_config_special_tokens(shared):
     plain = tokenizers.Tokenizer.from_file(str(HF_DIR / name / "tokenizer.json"))
     assert tokjit.load(HF_DIR / name).encode(text, parse_special=True) == \
         plain.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("processor", ["ByteLevel", "RobertaProcessing"])
+@pytest.mark.parametrize("add_prefix_space", [False, True])
+def test_trim_offsets_of_byte_level_post_processors(tmp_path, shared, processor, add_prefix_space):
+    """GPT-2 / RoBERTa exports trim the spaces (``Ġ``) off token spans; the shared byte-level files
+    do not, so the llama3 file is re-exported with such a post-processor."""
+    import json
+    if "llama3" not in FOLDERS:
+        pytest.skip("llama3 folder missing")
+    doc = json.loads((HF_DIR / "llama3" / "tokenizer.json").read_text(encoding="utf-8"))
+    doc["post_processor"] = {"type": processor, "trim_offsets": True, "add_prefix_space": add_prefix_space,
+                             "use_regex": True}
+    if processor == "RobertaProcessing":
+        doc["post_processor"].update(sep=["<|end_of_text|>", 128001], cls=["<|begin_of_text|>", 128000])
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    tok = tokjit.load(path)
+    texts = TEXTS + [t[:300] for t in corpus_lines(limit_per_file=4, step=211)]
+    for text in texts:
+        for add in (False, True):
+            enc = ref.encode(text, add_special_tokens=add)
+            assert tok.encode_with_offsets(text, parse_special=True, add_special_tokens=add) == \
+                (enc.ids, [tuple(o) for o in enc.offsets]), (text, add)
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path))
+    assert tok(texts[:30], return_offsets_mapping=True)["offset_mapping"] == \
+        fast(texts[:30], return_offsets_mapping=True)["offset_mapping"]

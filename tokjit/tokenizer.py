@@ -200,6 +200,7 @@ class Tokenizer(TransformersMixin):
         # a span that ends inside a character covers it; a start inside a character points to it
         starts = char_index[s] - ((s < buf.shape[0]) & ~np.append(is_start, True)[s])
         ends = char_index[e]
+        starts, ends = self._trim_offsets(ids, starts, ends)  # ByteLevel / Roberta trim_offsets
         if byte_offsets:
             char_starts = np.append(np.flatnonzero(is_start), buf.shape[0])
             starts, ends = char_starts[starts], char_starts[ends]

@@ -312,6 +312,41 @@ class TransformersMixin:
                 text = text.replace(a, b)
         return text
 
+    def _trim_offsets_rule(self):
+        """``add_prefix_space`` of the post-processor that trims offsets (ByteLevel or Roberta with
+        ``trim_offsets``), or None when none does."""
+        rule = self.__dict__.get("_hf_trim_rule", False)
+        if rule is False:
+            rule = None
+            stack = [self.spec.post_processor]
+            while stack:
+                pp = stack.pop()
+                if not isinstance(pp, dict):
+                    continue
+                if pp.get("type") == "Sequence":
+                    stack.extend(pp.get("processors", []))
+                elif pp.get("type") in ("ByteLevel", "RobertaProcessing") and pp.get("trim_offsets", True):
+                    rule = bool(pp.get("add_prefix_space", True))
+            self._hf_trim_rule = rule
+        return rule
+
+    def _trim_offsets(self, ids, starts: np.ndarray, ends: np.ndarray):
+        """HF's ``trim_offsets``: a token's span leaves out the spaces its string starts or ends with
+        (``Ġ`` in byte-level vocabularies), except the one ``add_prefix_space`` put before the text."""
+        add_prefix_space = self._trim_offsets_rule()
+        if add_prefix_space is None or len(ids) == 0:
+            return starts, ends
+        ids = np.asarray(ids, np.int64)
+        uniq, where = np.unique(ids, return_inverse=True)
+        counts = np.array([_space_runs(self._token_string(int(t))) for t in uniq.tolist()], np.int64)
+        lead, trail = counts[where, 0], counts[where, 1]
+        first = (np.arange(ids.shape[0]) == 0) | (starts == 0)
+        if add_prefix_space:
+            lead = np.where(first & (lead == 1), 0, lead)
+        starts = np.where(lead > 0, np.minimum(starts + lead, ends), starts)
+        ends = np.where((trail > 0) & (ends >= trail), np.maximum(ends - trail, starts), ends)
+        return starts, ends
+
     def _post_process_with_offsets(self, ids: list[int], offsets: list) -> tuple[list[int], list]:
         """``post_process`` with (0, 0) offsets for the tokens it adds."""
         # post-processors only wrap the ids (prefix + ids + suffix): one marker locates the text
@@ -529,6 +564,19 @@ class TransformersMixin:
             raise InputError(f"truncation length ({max_length}) is not a multiple of pad_to_multiple_of "
                              f"({pad_to_multiple_of})")
         return pad, trunc, max_length
+
+
+def _space_runs(token: str) -> tuple[int, int]:
+    """Leading and trailing space characters of a token string (``Ġ`` is GPT-2's mapped space)."""
+    def is_space(c):
+        return c == "\u0120" or c.isspace()
+    lead = 0
+    while lead < len(token) and is_space(token[lead]):
+        lead += 1
+    trail = 0
+    while trail < len(token) and is_space(token[len(token) - 1 - trail]):  # may overlap lead, as in HF
+        trail += 1
+    return lead, trail
 
 
 def _side(side, what: str) -> str:
