@@ -474,3 +474,21 @@ def test_trim_offsets_of_byte_level_post_processors(tmp_path, shared, processor,
     fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path))
     assert tok(texts[:30], return_offsets_mapping=True)["offset_mapping"] == \
         fast(texts[:30], return_offsets_mapping=True)["offset_mapping"]
+    kwargs = {"return_token_type_ids": True, "return_special_tokens_mask": True, "return_offsets_mapping": True}
+    assert dict(tok(texts[:30], texts[30:60], **kwargs)) == dict(fast(texts[:30], texts[30:60], **kwargs))
+
+
+def test_bert_processing_pairs(tmp_path, shared):
+    import json
+    if "llama3" not in FOLDERS:
+        pytest.skip("llama3 folder missing")
+    doc = json.loads((HF_DIR / "llama3" / "tokenizer.json").read_text(encoding="utf-8"))
+    doc["post_processor"] = {"type": "BertProcessing", "sep": ["<|end_of_text|>", 128001],
+                             "cls": ["<|begin_of_text|>", 128000]}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    tok = tokjit.load(path)
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path))
+    kwargs = {"return_token_type_ids": True, "return_special_tokens_mask": True}
+    for args in ((TEXTS[:30],), (TEXTS[:30], PAIRS[:30])):
+        assert dict(tok(*args, **kwargs)) == dict(fast(*args, **kwargs))
