@@ -492,3 +492,36 @@ def test_bert_processing_pairs(tmp_path, shared):
     kwargs = {"return_token_type_ids": True, "return_special_tokens_mask": True}
     for args in ((TEXTS[:30],), (TEXTS[:30], PAIRS[:30])):
         assert dict(tok(*args, **kwargs)) == dict(fast(*args, **kwargs))
+
+
+@pytest.mark.parametrize("add_eos", [False, True])
+def test_sentencepiece_folder_templates(tmp_path, shared, add_eos):
+    """A folder with only tokenizer.model: ids are sentencepiece's (the .model reference), so rows
+    are compared where transformers' own rebuilt pipeline gives the same plain ids; the BOS/EOS
+    template from add_bos_token / add_eos_token, pairs, truncation and padding must then agree."""
+    import json
+    model = shared / "data" / "spm" / "llama2" / "tokenizer.model"
+    if not model.is_file():
+        pytest.skip("spm/llama2 missing")
+    os.symlink(model, tmp_path / "tokenizer.model")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": add_eos,
+        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<unk>", "legacy": True}))
+    pytest.importorskip("sentencepiece")
+    tok = tokjit.from_pretrained(tmp_path)
+    ref = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    for attr in ATTRIBUTES:
+        assert getattr(tok, attr) == getattr(ref, attr), attr
+    same = [i for i, (a, b) in enumerate(zip(TEXTS, PAIRS))
+            if tok(a, add_special_tokens=False)["input_ids"] == ref(a, add_special_tokens=False)["input_ids"]
+            and tok(b, add_special_tokens=False)["input_ids"] == ref(b, add_special_tokens=False)["input_ids"]]
+    assert len(same) > len(TEXTS) // 2
+    texts, pairs = [TEXTS[i] for i in same], [PAIRS[i] for i in same]
+    for kwargs in ({}, {"padding": True}, {"truncation": True, "max_length": 9, "padding": "max_length"},
+                   {"truncation": "only_second", "max_length": 12}):
+        for args in ((texts,), (texts, pairs)):
+            mine, theirs = _call_both(tok, ref, *args, **kwargs)
+            if isinstance(theirs, tuple):
+                assert isinstance(mine, tuple) and isinstance(mine[1], InputError), theirs[1]
+            else:
+                assert mine == theirs, kwargs

@@ -81,6 +81,11 @@ def _template_from_post_processor(pp: dict | None, pair: bool) -> list | None:
         return found
     if kind == "TemplateProcessing":
         specials = pp.get("special_tokens", {})
+        if pair and not pp.get("pair"):
+            # loaders of formats without a pair template (SentencePiece, GGUF) give only "single":
+            # a pair repeats it around B with type id 1, as transformers 5 builds pair templates
+            single = _template_from_post_processor(pp, False)
+            return single + [("B", 1) if p[0] == "A" else ("S", p[1], 1) for p in single]
         parts = []
         for item in pp.get("pair" if pair else "single", []):
             if "Sequence" in item:
@@ -225,9 +230,14 @@ class TransformersMixin:
         return True
 
     def __len__(self) -> int:
-        if getattr(self, "_hf_vocab", None) is None:
-            self.get_vocab()
-        return len(self._hf_vocab)
+        """Ids in use, added tokens included (ids a file leaves unassigned are not counted)."""
+        tokens, types = self.spec.tokens, self.spec.token_types
+        holes = 0
+        if len(types):
+            unused = np.flatnonzero(types == TokenType.UNUSED)
+            added = {t.id for t in self.spec.added_tokens}
+            holes = sum(1 for i in unused.tolist() if not tokens[i] and i not in added)
+        return len(tokens) - holes
 
     def convert_ids_to_tokens(self, ids, skip_special_tokens: bool = False):
         if isinstance(ids, (int, np.integer)):
