@@ -22,7 +22,7 @@ from conftest import corpus_lines
 
 tokenizers = pytest.importorskip("tokenizers")
 
-FAMILIES = ["llama3", "gpt4o", "gemma3", "t5", "bert-minilm", "mistral-7b", "pegasus"]
+FAMILIES = ["llama3", "gpt4o", "gemma3", "t5", "bert-minilm", "mistral-7b", "pegasus", "envit5"]
 EXTRA = ["Hello <|begin_of_text|> world <s> </s> [CLS] x", "  leading and trailing  ", "京都 café naïve",
          "e\u0301 \u00e9 \ufb01 \u2126", "🎉👩‍👩‍👧 x", "مّا", "", " ", "\n\n\t"]
 

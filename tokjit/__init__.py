@@ -12,6 +12,7 @@ from .errors import (CacheError, InputError, ModelFileError, TextTypeError, Toke
                      TokenizerFileNotFoundError, TokjitError, UnknownEncodingError, UnsupportedComponentError)
 from .load import detect_format, load
 from .compat.models import encoding_for_model, encoding_name_for_model
+from .load.pretrained import from_pretrained
 from .registry import get_encoding, list_encoding_names
 from .spec import AddedToken, TokenizerSpec, TokenType
 from .tokenizer import Tokenizer
@@ -22,8 +23,8 @@ _compile_notice.install()
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "get_encoding", "list_encoding_names", "encoding_for_model", "encoding_name_for_model",
-    "detect_format", "Tokenizer", "TokenizerSpec",
+    "load", "from_pretrained", "get_encoding", "list_encoding_names", "encoding_for_model",
+    "encoding_name_for_model", "detect_format", "Tokenizer", "TokenizerSpec",
     "AddedToken", "TokenType", "TokjitError", "ModelFileError", "UnsupportedComponentError",
     "UnknownEncodingError", "InputError", "TextTypeError", "TokenIdTypeError", "CacheError",
     "TokenizerFileNotFoundError",

@@ -176,7 +176,9 @@ def replace_literal(buf, align, needle: np.ndarray, content: np.ndarray):
 
 
 def replace_spans(buf, align, text: str, spans, content: str):
-    """Replace character spans of ``text`` by ``content``; replacement bytes align to the span start."""
+    """Replace character spans of ``text`` by ``content``. Replacement bytes align to the span's last
+    character, as HF's ``NormalizedString::replace`` does (it drops the matched characters first and
+    aligns inserted ones to the previous): a collapsed run of spaces maps to its final space."""
     base = identity_align(buf, align)
     starts = np.append(char_starts(buf), buf.shape[0])
     raw = buf.tobytes()
@@ -189,7 +191,8 @@ def replace_spans(buf, align, text: str, spans, content: str):
         out.append(raw[prev:bs])
         out_align.append(base[prev:bs])
         out.append(rep)
-        out_align.append(np.full(len(rep), base[bs], np.int64))
+        last = int(starts[ce - 1]) if ce > cs else bs
+        out_align.append(np.full(len(rep), base[last], np.int64))
         prev = be
     out.append(raw[prev:])
     out_align.append(base[prev:])

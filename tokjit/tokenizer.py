@@ -11,6 +11,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from . import decoders as decoders_mod
+from .compat.transformers import TransformersMixin
 from .added_tokens import AddedTokenMatcher
 from .fast_path import fused_path_for
 from .errors import InputError, TextTypeError, UnknownEncodingError
@@ -71,7 +72,7 @@ class Encoding:
         return f"Encoding(ids={self.ids[:8]}{'...' if len(self.ids) > 8 else ''}, n={len(self.ids)})"
 
 
-class Tokenizer:
+class Tokenizer(TransformersMixin):
     """A compiled tokenizer. Build one with :func:`tokjit.load` or :func:`tokjit.get_encoding`.
 
     Thread-safe: the compiled arrays are read-only and every call uses its own (thread-local)
@@ -206,9 +207,14 @@ class Tokenizer:
         chunk = max(1, len(items) // (num_threads * 4))
         return list(thread_pool(num_threads).map(fn, items, chunksize=chunk))
 
-    def encode_with_offsets(self, text: str, *, parse_special: bool = False, byte_offsets: bool = False):
+    def encode_with_offsets(self, text: str, *, parse_special: bool = False, byte_offsets: bool = False,
+                            add_special_tokens: bool = False):
         """(ids, offsets) into ``text``: offsets[i] = (start, end) of token i in characters (HF
-        ``Encoding.offsets``), or in UTF-8 bytes with ``byte_offsets=True``."""
+        ``Encoding.offsets``), or in UTF-8 bytes with ``byte_offsets=True``. Tokens added by
+        ``add_special_tokens=True`` get (0, 0), as in HF."""
+        if add_special_tokens:
+            ids, offsets = self.encode_with_offsets(text, parse_special=parse_special, byte_offsets=byte_offsets)
+            return self._post_process_with_offsets(ids, offsets)
         buf = text_to_utf8(text)
         ids, s, e = self._encode_array(buf, parse_special, want_spans=True)
         char_index = np.zeros(buf.shape[0] + 1, np.int64)
@@ -217,6 +223,7 @@ class Tokenizer:
         # a span that ends inside a character covers it; a start inside a character points to it
         starts = char_index[s] - ((s < buf.shape[0]) & ~np.append(is_start, True)[s])
         ends = char_index[e]
+        starts, ends = self._trim_offsets(ids, starts, ends)  # ByteLevel / Roberta trim_offsets
         if byte_offsets:
             char_starts = np.append(np.flatnonzero(is_start), buf.shape[0])
             starts, ends = char_starts[starts], char_starts[ends]

@@ -154,10 +154,13 @@ def load_bytes(data: bytes, **kwargs):
     return tok
 
 
-def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | None = None, fmt=None):
+def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | None = None, fmt=None,
+         config_special_tokens: bool = False):
     """Load a tokenizer file; the format is detected from the content (see :data:`FORMATS`).
 
     ``pat_str`` / ``special_tokens`` are needed for ``.tiktoken`` files, which carry neither.
+    ``config_special_tokens=True`` also matches the special tokens only ``tokenizer_config.json`` /
+    ``special_tokens_map.json`` name, as transformers does (:func:`tokjit.from_pretrained`).
     """
     path = os.fspath(path)
     _reject_contents_as_path(path)
@@ -184,6 +187,10 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
     tok = load_bytes(data, path=path, fmt=fmt, pat_str=pat_str, special_tokens=special_tokens)
     tok._load_options = {"pat_str": pat_str, "special_tokens": special_tokens, "fmt": fmt}  # for pickling
     _attach_config(tok, path)
+    if config_special_tokens:
+        from .pretrained import with_config_special_tokens
+        tok = with_config_special_tokens(tok)
+        tok._load_options["config_special_tokens"] = True
     return tok
 
 
@@ -225,16 +232,7 @@ def _reject_companion_json(data: bytes, path) -> None:
 
 
 def _attach_config(tok, path):
-    """Chat template and BOS/EOS names from a ``tokenizer_config.json`` beside a tokenizer file."""
-    import json
-    cfg_path = os.path.join(os.path.dirname(path), "tokenizer_config.json")
-    if not os.path.exists(cfg_path) or tok.spec.source.get("format") not in ("tokenizer.json", "sentencepiece"):
-        return
-    try:
-        with open(cfg_path, "rb") as fh:
-            cfg = json.load(fh)
-    except (OSError, ValueError):
-        return
-    tok.config = cfg
-    if tok.spec.chat_template is None and isinstance(cfg.get("chat_template"), str):
-        tok.spec.chat_template = cfg["chat_template"]
+    """Special tokens, chat template, padding side... from the config files beside a tokenizer file."""
+    if tok.spec.source.get("format") in ("tokenizer.json", "sentencepiece", "vocab.txt"):
+        from .pretrained import attach_tokenizer_config
+        attach_tokenizer_config(tok, path)
