@@ -54,8 +54,8 @@ def test_single_calls_match_reference(shared, family):
     path = str(shared_path("data", *parts))
     ref, parse_special = _reference(kind, path)
     tok = tokjit.load(path)
-    # the family has its own single-text kernel, not the batch driver's fallback
-    assert type(tok._fused).encode_list is not FusedPath.encode_list
+    # the family has its own single-text kernel under the one driver
+    assert isinstance(tok._fused, FusedPath) and tok._fused.text_kernel is not None
     for text in TEXTS + TEXTS[::-1]:
         assert tok.encode(text, parse_special=parse_special) == ref(text), text[:60]
     batch = tok.encode_batch(TEXTS, parse_special=parse_special)

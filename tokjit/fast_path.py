@@ -19,6 +19,7 @@ import numpy as np
 
 from .kernels import fused, structs
 from .kernels.compile_notice import compile_notice
+from .fused_threads import utf8_bytes
 from .models import BPEModel, Workspace
 from .pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
 from .thread_pool import thread_pool
@@ -106,17 +107,51 @@ class PieceCache:
 
 
 class FusedPath:
-    """What every fused path shares: a batch of str -> one buffer, cut into contiguous chunks of about
-    equal bytes, one chunk per thread (``encode_texts``); documents the kernel hands back are encoded
-    by the staged pipeline and spliced in (``_splice``). A family implements ``encode_docs`` and, for
-    cheap single calls, ``encode_list``."""
+    """The one driver of every fused family.
+
+    Single text (``encode_list``): the family's ``text_kernel(session, text_bytes)`` runs through its
+    raw entry point on this thread's buffers (``_thread``) and returns the id count in ``out``, or a
+    negative code that ``_recover`` answers (larger buffers, or the staged pipeline for this text).
+    Batch (``encode_texts``): one buffer cut into contiguous chunks of about equal bytes, one chunk
+    per thread, each through the family's ``encode_docs``; documents the kernel hands back are encoded
+    by the staged pipeline and spliced in (``_splice``).
+
+    A family sets ``tok``, ``text_kernel``, ``_local`` (a ``threading.local``) and ``_entry = None``, and
+    implements ``_thread(longest=0)`` and ``encode_docs``."""
+
+    text_kernel = None
 
     def encode_list(self, text: str, parse_special: bool) -> list[int]:
-        """Ids of one text as a list (families without a single-text kernel go through ``encode_docs``)."""
-        from .tokenizer import text_to_utf8
-        buf = text_to_utf8(text)
-        n = buf.shape[0]
-        ids, _ = self.encode_docs(buf, _ZERO, np.full(1, n, np.int64), parse_special)
+        """Ids of one text as a list: one kernel call on this thread's buffers, no allocation."""
+        try:
+            data = text.encode()
+        except (UnicodeEncodeError, AttributeError):
+            data = utf8_bytes(text)
+        try:
+            st = self._local.st
+        except AttributeError:
+            st = self._thread()
+        entry = self._entry
+        if entry is None:
+            entry = self._entry = kernel_entry(self.text_kernel, st.sessions[0], data)
+        n = entry(st.sessions[parse_special], data)
+        while n < 0:
+            st = self._recover(n, st, data, parse_special)
+            if type(st) is list:
+                return st
+            n = entry(st.sessions[parse_special], data)
+        return st.out_view[:n].tolist()
+
+    def _recover(self, code: int, st, data: bytes, parse_special: bool):
+        """After a negative ``text_kernel`` result: the thread state to retry with, or the ids (a list)."""
+        if code == fused.GROW:
+            return self._thread(len(data))
+        # FALLBACK: the staged pipeline encodes this text (or raises its error)
+        return self._encode_staged(data, parse_special)
+
+    def _encode_staged(self, data: bytes, parse_special: bool) -> list[int]:
+        ids, _, _ = self.tok._encode_staged(np.frombuffer(bytearray(data), np.uint8), parse_special,
+                                            want_spans=False)
         return ids.tolist()
 
     @staticmethod
@@ -159,9 +194,6 @@ class FusedPath:
             offsets[bounds[i] + 1:bounds[i + 1] + 1] = ends + base
             base += ids.shape[0]
         return np.concatenate([r[0] for r in results]), offsets
-
-
-_ZERO = np.zeros(1, np.int64)
 
 
 def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -237,7 +269,9 @@ class FusedBPE(FusedPath):
         self._local = threading.local()
         self._entry = None
 
-    def _thread(self, longest: int) -> _BPEThread:
+    text_kernel = staticmethod(fused.encode_text_bpe)
+
+    def _thread(self, longest: int = 0) -> _BPEThread:
         st = getattr(self._local, "st", None)
         if st is None or st.cap < longest:
             st = self._local.st = _BPEThread(self.model, self.pipes, max(longest, 2 * st.cap if st else 0),
@@ -246,31 +280,8 @@ class FusedBPE(FusedPath):
 
     def encode_list(self, text: str, parse_special: bool) -> list[int]:
         if self.form is not None and not (type(text) is str and is_normalized(self.form, text)):
-            return FusedPath.encode_list(self, text, parse_special)
-        try:
-            data = text.encode()
-        except (UnicodeEncodeError, AttributeError):
-            from .tokenizer import text_to_utf8
-            data = text_to_utf8(text).tobytes()
-        try:
-            st = self._local.st
-        except AttributeError:
-            st = self._thread(0)
-        entry = self._entry
-        if entry is None:
-            entry = self._entry = kernel_entry(fused.encode_text_bpe, st.sessions[0], data)
-        n = entry(st.sessions[parse_special], data)
-        if n >= 0:
-            return st.out_view[:n].tolist()
-        if n == fused.GROW:
-            st = self._thread(len(data))
-            n = entry(st.sessions[parse_special], data)
-            if n >= 0:
-                return st.out_view[:n].tolist()
-        # the regex needs memoization on this text: the staged path runs it
-        ids, _, _ = self.tok._encode_staged(np.frombuffer(bytearray(data), np.uint8), parse_special,
-                                            want_spans=False)
-        return ids.tolist()
+            return self._encode_staged(utf8_bytes(text), parse_special)
+        return FusedPath.encode_list(self, text, parse_special)
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -12,11 +12,10 @@ import threading
 
 import numpy as np
 
-from .fast_path import FusedPath, PieceCache, doc_sizes, kernel_entry
-from .fused_threads import ThreadSpans, utf8_bytes, writable_docs
+from .fast_path import FusedPath, PieceCache, doc_sizes
+from .fused_threads import ThreadSpans, writable_docs
 from .kernels import spm_fused as kernel
 from .kernels import structs
-from .kernels.fused import GROW
 from .models import BPEModel, Workspace
 from .sentencepiece_normalizer import WS_DUMMY_PREFIX, WS_ESCAPE, SentencePieceNormalizer
 
@@ -100,30 +99,14 @@ class FusedSentencePiece(FusedPath):
         self._local = threading.local()
         self._entry = None
 
-    def _thread(self, longest: int) -> _SPMThread:
+    text_kernel = staticmethod(kernel.encode_text_spm)
+
+    def _thread(self, longest: int = 0) -> _SPMThread:
         st = getattr(self._local, "st", None)
         if st is None or st.cap < longest:
             st = self._local.st = _SPMThread(self.model, self.pipes, max(longest, 2 * st.cap if st else 0),
                                              st.cache if st else None)
         return st
-
-    def encode_list(self, text: str, parse_special: bool) -> list[int]:
-        try:
-            data = text.encode("utf-8")
-        except (UnicodeEncodeError, AttributeError):
-            data = utf8_bytes(text)
-        try:
-            st = self._local.st
-        except AttributeError:
-            st = self._thread(0)
-        entry = self._entry
-        if entry is None:
-            entry = self._entry = kernel_entry(kernel.encode_text_spm, st.sessions[0], data)
-        n = entry(st.sessions[parse_special], data)
-        if n == GROW:
-            st = self._thread(len(data))
-            n = entry(st.sessions[parse_special], data)
-        return st.out_view[:n].tolist()
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -16,8 +16,8 @@ import numpy as np
 
 from .added_tokens import AddedTokenMatcher
 from .errors import InputError
-from .fast_path import FusedPath, doc_sizes, kernel_entry
-from .fused_threads import ThreadSpans, field, utf8_bytes, writable_docs
+from .fast_path import FusedPath, doc_sizes
+from .fused_threads import ThreadSpans, field, writable_docs
 from .kernels import structs
 from .kernels import unigram_fused as kernel
 from .sentencepiece_normalizer import SentencePieceNormalizer
@@ -156,31 +156,15 @@ class FusedUnigram(FusedPath):
         self._local.st = st
         return st
 
-    def encode_list(self, text: str, parse_special: bool) -> list[int]:
-        try:
-            data = text.encode("utf-8")
-        except (UnicodeEncodeError, AttributeError):
-            data = utf8_bytes(text)
-        try:
-            st = self._local.st
-        except AttributeError:
-            st = self._thread()
-        entry = self._entry
-        if entry is None:
-            entry = self._entry = kernel_entry(self.text_kernel, st.sessions[0], data)
-        n = entry(st.sessions[parse_special], data)
-        while n < 0:
-            if n == kernel.MISSING:
-                raise _missing_unk()
-            status, need = int(st.spans.io[1]), int(st.spans.io[2])
-            if status == kernel.STATUS_GROW_TEXT:
-                st = self._thread(need)
-            elif status == kernel.STATUS_GROW_SCRATCH:
-                st = self._thread(cm=need, norm=need)
-            else:
-                st = self._thread(out=need + 16)
-            n = entry(st.sessions[parse_special], data)
-        return st.out_view[:n].tolist()
+    def _recover(self, code: int, st, data: bytes, parse_special: bool):
+        if code == kernel.MISSING:
+            raise _missing_unk()
+        status, need = int(st.spans.io[1]), int(st.spans.io[2])
+        if status == kernel.STATUS_GROW_TEXT:
+            return self._thread(need)
+        if status == kernel.STATUS_GROW_SCRATCH:
+            return self._thread(cm=need, norm=need)
+        return self._thread(out=need + 16)
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:

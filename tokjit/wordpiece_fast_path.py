@@ -13,11 +13,10 @@ import threading
 import numpy as np
 
 from .compile import TokenTable
-from .fast_path import FusedPath, doc_sizes, kernel_entry
-from .fused_threads import ThreadSpans, field, utf8_bytes, writable_docs
+from .fast_path import FusedPath, doc_sizes
+from .fused_threads import ThreadSpans, field, writable_docs
 from .kernels import structs
 from .kernels import wordpiece_fused as kernel
-from .kernels.fused import GROW
 from .models import model_mask
 from .wordpiece import BertNormalizer, BertPreTokenizer, WhitespaceSplit, WordPieceModel
 
@@ -88,35 +87,14 @@ class FusedWordPiece(FusedPath):
         self._local = threading.local()
         self._entry = None
 
-    def _thread(self, longest: int) -> _WordPieceThread:
+    text_kernel = staticmethod(kernel.encode_text_wordpiece)
+
+    def _thread(self, longest: int = 0) -> _WordPieceThread:
         st = getattr(self._local, "st", None)
         if st is None or st.cap < longest:
             st = self._local.st = _WordPieceThread(self.pipes, max(longest, 2 * st.cap if st else 0),
                                                    self.expansion)
         return st
-
-    def encode_list(self, text: str, parse_special: bool) -> list[int]:
-        try:
-            data = text.encode("utf-8")
-        except (UnicodeEncodeError, AttributeError):
-            data = utf8_bytes(text)
-        try:
-            st = self._local.st
-        except AttributeError:
-            st = self._thread(0)
-        entry = self._entry
-        if entry is None:
-            entry = self._entry = kernel_entry(kernel.encode_text_wordpiece, st.sessions[0], data)
-        n = entry(st.sessions[parse_special], data)
-        if n == GROW:
-            st = self._thread(len(data))
-            n = entry(st.sessions[parse_special], data)
-        if n >= 0:
-            return st.out_view[:n].tolist()
-        # the staged path encodes this text (or raises its error)
-        ids, _, _ = self.tok._encode_staged(np.frombuffer(bytearray(data), np.uint8), parse_special,
-                                            want_spans=False)
-        return ids.tolist()
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
