@@ -78,11 +78,33 @@ def differing(got: list[list[int]], want: list[list[int]]) -> int:
     return sum(a != b for a, b in zip(got, want))
 
 
-def measure_cell(engines: dict[str, Engine | str], parts: list[list[str]]) -> dict:
+def mode_labels(engines: dict[str, Engine | str]) -> list[str]:
+    """Every mode label any library runs ("loop", "batch/1", ...), in a fixed order."""
+    labels: list[str] = []
+    for engine in engines.values():
+        if isinstance(engine, Engine):
+            for mode, threads in modes_of(engine):
+                label = "loop" if mode == "loop" else f"{mode}/{threads}"
+                if label not in labels:
+                    labels.append(label)
+    return labels
+
+
+def cell_parts(engines: dict[str, Engine | str], corpus: str, n_bytes: int, parts: int) -> list[dict]:
+    """``parts`` repetitions, each a disjoint ~``n_bytes`` sample of ``corpus`` per mode label."""
+    labels = mode_labels(engines)
+    flat = sample_parts(corpus, n_bytes, parts * len(labels))
+    return [dict(zip(labels, flat[r * len(labels):(r + 1) * len(labels)])) for r in range(parts)]
+
+
+def measure_cell(engines: dict[str, Engine | str], parts: list[dict[str, list[str]]]) -> dict:
     """Time every (library, mode) on ``parts[1:]``, one part per repetition, engines interleaved
     within each repetition; ``parts[0]`` warms every mode up untimed (compilation, thread pools,
-    workspaces). Every output, warm-up and timed, is compared with the reference's per-call ids of
-    the same part after the repetition, outside the timed region."""
+    workspaces). A part holds one text sample per mode label: every library runs a mode on the same
+    text, and no mode runs on text another mode has just put into a library's caches (a per-call
+    loop first and a batch second on the same lines would time the batch on warm piece caches).
+    Every output, warm-up and timed, is compared with the reference's per-call ids of the same
+    text after the repetition, outside the timed region."""
     results: dict[str, dict] = {}
     jobs = []   # (library, label, engine, mode, threads)
     for library, engine in engines.items():
@@ -96,13 +118,15 @@ def measure_cell(engines: dict[str, Engine | str], parts: list[list[str]]) -> di
                                                 "mb_s_runs": [], "cpu_runs": [], "cores_runs": []}
             jobs.append((library, label, engine, mode, threads))
     ref_library = next(lib for lib, e in engines.items() if isinstance(e, Engine) and e.role == "reference")
-    for rep, texts in enumerate(parts):
-        n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    reference = engines[ref_library]
+    for rep, by_label in enumerate(parts):
         outputs = {}
         for library, label, engine, mode, threads in jobs:
             cell = results[library]["modes"][label]
             if "error" in cell:
                 continue
+            texts = by_label[label]
+            n_bytes = sum(len(t.encode("utf-8")) for t in texts)
             run = runner(engine, mode, threads, texts)
             cpu0, wall0 = time.process_time(), time.perf_counter()
             try:
@@ -117,14 +141,13 @@ def measure_cell(engines: dict[str, Engine | str], parts: list[list[str]]) -> di
                 cell["mb_s_runs"].append(n_bytes / 1e6 / wall)
                 cell["cpu_runs"].append(n_bytes / 1e6 / max(cpu, 1e-9))
                 cell["cores_runs"].append(cpu / wall)
-        want_mode, want_out = outputs[ref_library, "loop"]
-        want = as_id_lists(want_mode, want_out)
+        wants = {label: [ids_of_one(reference.encode(t)) for t in texts] for label, texts in by_label.items()}
         for (library, label), (mode, out) in outputs.items():
-            diff = differing(as_id_lists(mode, out), want)
+            diff = differing(as_id_lists(mode, out), wants[label])
             cell = results[library]["modes"][label]
             cell["differing_lines"] += diff
             cell["exact"] = cell["exact"] and diff == 0
-        del outputs, want, want_out
+        del outputs, wants
     for library, label, *_ in jobs:
         cell = results[library]["modes"][label]
         runs = cell.pop("mb_s_runs"), cell.pop("cpu_runs"), cell.pop("cores_runs")
@@ -344,16 +367,16 @@ def _run(args, n_bytes: int, repeats: int) -> int:
             print(f"\n# {name}: " + "; ".join(notes))
         for corpus in args.corpora:
             try:
-                parts = sample_parts(corpus, n_bytes, repeats + 1)
+                parts = cell_parts(engines, corpus, n_bytes, repeats + 1)
             except Unavailable as exc:
                 print(f"\n== {name} x {corpus}: skipped, {exc}")
                 continue
-            size = sum(len(t.encode("utf-8")) for t in parts[1])
+            size = sum(len(t.encode("utf-8")) for t in parts[1]["loop"])
             results = measure_cell(engines, parts)
             rat = ratios(results)
-            print_cell(name, corpus, size, len(parts[1]), results, rat)
+            print_cell(name, corpus, size, len(parts[1]["loop"]), results, rat)
             report["cells"].append({"tokenizer": name, "corpus": corpus, "bytes_per_repetition": size,
-                                    "lines_per_repetition": len(parts[1]), "libraries": results,
+                                    "lines_per_repetition": len(parts[1]["loop"]), "libraries": results,
                                     "ratios": rat})
             sys.stdout.flush()
         if not args.no_latency:

@@ -52,8 +52,7 @@ def test_differing_library_is_marked_and_never_best(o200k_engines):
                             batch={1: lambda ts: [[] for _ in ts]})
     engines = {"tokjit": o200k_engines["tokjit"], "tiktoken": ref, "wrong": wrong,
                "absent": "not installed (No module named 'absent')"}
-    parts = _engines.sample_parts("english", 3000, 2)
-    results = compare.measure_cell(engines, parts)
+    results = compare.measure_cell(engines, compare.cell_parts(engines, "english", 3000, 2))
     assert results["absent"] == {"status": "not installed (No module named 'absent')"}
     wrong_loop = results["wrong"]["modes"]["loop"]
     assert not wrong_loop["exact"] and wrong_loop["differing_lines"] > 0 and wrong_loop["mb_s"] > 0
