@@ -18,8 +18,7 @@ from unicodedata import is_normalized
 import numpy as np
 
 from .kernels import fused, structs
-from .kernels.compile_notice import compile_notice
-from .fused_threads import utf8_bytes
+from .fused_threads import utf8_bytes, writable_docs
 from .models import BPEModel, Workspace
 from .pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
 from .thread_pool import thread_pool
@@ -286,9 +285,7 @@ class FusedBPE(FusedPath):
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
         """(ids, per-document end offsets into ids) for documents ``buf[doc_starts[i]:doc_ends[i]]``."""
-        buf = np.require(buf, np.uint8, ("C", "W"))
-        doc_starts = np.ascontiguousarray(doc_starts, np.int64)
-        doc_ends = np.ascontiguousarray(doc_ends, np.int64)
+        buf, doc_starts, doc_ends = writable_docs(buf, doc_starts, doc_ends)
         n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
         st = self._thread(longest)
         session = st.sessions[parse_special]
@@ -320,14 +317,13 @@ class FusedBPE(FusedPath):
 
 
 def kernel_entry(dispatcher, *args):
-    """The compiled entry point of ``dispatcher`` for the types of ``args`` (loaded from numba's cache
-    or compiled now, with a notice the first time): calling it skips numba's per-call dispatch
-    (typing every argument, ~0.2 us per structure). Only ever called with arguments of those types."""
+    """The compiled entry point of ``dispatcher`` for the types of ``args`` (loaded from numba's cache,
+    or compiled now, which ``kernels.compile_notice`` announces): calling it skips numba's per-call
+    dispatch (typing every argument, ~0.2 us per structure). Only ever called with those types."""
     from numba import typeof
     sig = tuple(typeof(a) for a in args)
     overload = dispatcher.overloads.get(sig)
     if overload is None:
-        compile_notice(dispatcher, sig)
         dispatcher.compile(sig)
         overload = dispatcher.overloads[sig]
     return overload.entry_point

@@ -49,7 +49,3 @@ def install() -> None:
             event.register("numba:compile", _Notice())
             _installed = True
 
-
-def compile_notice(dispatcher, sig) -> None:
-    """Called before an explicit ``dispatcher.compile(sig)``: makes sure the listener is in place."""
-    install()
