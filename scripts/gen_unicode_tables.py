@@ -12,7 +12,7 @@ versions:
                  and tiktoken's fancy-regex agrees),
   * ``ucd``    - categories from this Python's ``unicodedata`` (older Unicode).
 Each table is stored run-length encoded: ``gc_<name>_starts`` (int32, first code point of a run)
-and ``gc_<name>_cats`` (uint8 category index, see tokjit.unicode_tables.CATEGORIES).
+and ``gc_<name>_cats`` (uint8 category index, see tokjit.regex.unicode_tables.CATEGORIES).
 """
 from __future__ import annotations
 

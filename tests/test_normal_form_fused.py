@@ -12,7 +12,7 @@ import pytest
 
 import tokjit
 from conftest import corpus_lines, shared_path
-from tokjit.fast_path import FusedBPE
+from tokjit.fused.bpe import FusedBPE
 
 tokenizers = pytest.importorskip("tokenizers")
 

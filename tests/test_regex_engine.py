@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import SHARED, corpus_files
-from tokjit.pretokenize.regex_compiler import UnsupportedPatternError, compile_pattern
-from tokjit.pretokenize.regex_kernel import CompiledRegex
+from tokjit.regex.compiler import UnsupportedPatternError, compile_pattern
+from tokjit.regex.compiled import CompiledRegex
 
 pytestmark = pytest.mark.skipif(not SHARED.is_dir(), reason=f"test data {SHARED} not found")
 
@@ -342,7 +342,7 @@ def test_hf_tokenizers_agrees():
 def test_unicode_tables_match_references():
     """tiktoken and HF tokenizers classify newly assigned code points like Unicode 16 ("tokenizers"
     table), not like the regex module's newer Unicode ("regex" table)."""
-    from tokjit import unicode_tables as ut
+    from tokjit.regex import unicode_tables as ut
 
     new = ut.general_category_table("regex")
     old = ut.general_category_table("tokenizers")

@@ -17,7 +17,7 @@ import pytest
 
 import tokjit
 from conftest import REPO_ROOT, shared_path
-from tokjit import cache
+from tokjit.load import cache
 
 # one file of every format and family
 FILES = {

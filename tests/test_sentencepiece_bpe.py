@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tokjit
-from tokjit.spm_fast_path import FusedSentencePiece
+from tokjit.fused.spm import FusedSentencePiece
 from conftest import SHARED, corpus_lines, shared_path
 from tokjit.errors import ModelFileError, TokjitError
 

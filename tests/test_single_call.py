@@ -14,7 +14,7 @@ import pytest
 
 import tokjit
 from conftest import shared_path
-from tokjit.fast_path import FusedPath
+from tokjit.fused.bpe import FusedPath
 
 FAMILIES = {
     "llama2 .model (SentencePiece-BPE)": (("spm", "llama2", "tokenizer.model"), "sentencepiece"),

@@ -16,10 +16,10 @@ import pytest
 from conftest import corpus_lines
 
 import tokjit
-from tokjit.charsmap import PrecompiledCharsmap
+from tokjit.pipeline.charsmap import PrecompiledCharsmap
 from tokjit.errors import InputError, ModelFileError
 from tokjit.kernels import charsmap as charsmap_kernel
-from tokjit.unigram_fast_path import FusedUnigram, FusedUnigramHF
+from tokjit.fused.unigram import FusedUnigram, FusedUnigramHF
 
 tokenizers = pytest.importorskip("tokenizers")
 spm = pytest.importorskip("sentencepiece")
@@ -326,7 +326,7 @@ def test_charsmap_matches_sentencepiece(shared):
 
 
 def test_precompiled_matches_hf(shared):
-    from tokjit.normalizers import build_normalizer
+    from tokjit.pipeline.registry import build_normalizer
     texts = corpus_lines(limit_per_file=300) + [
         "\uff21\u0301", "A\u0301", "a\r\nb", "x\u200d\u2460", "\U0001F468\u200d\U0001F469\u200d\U0001F467",
         "\U0001F1EB\U0001F1F7\U0001F1E9", "\ufb01\u0301", "\u0915\u094d\u0937", "\u1100\u1161\u11a8",
@@ -346,7 +346,7 @@ def test_precompiled_matches_hf(shared):
 
 def test_grapheme_segmentation_matches_regex():
     import regex
-    from tokjit.charsmap import grapheme_properties
+    from tokjit.pipeline.charsmap import grapheme_properties
     props = grapheme_properties()
     texts = ["\r\n\r\r\n", "a\u0301\u0302b", "\U0001F468\u200d\U0001F469\u200d\U0001F467x",
              "\U0001F1EB\U0001F1F7\U0001F1E9\U0001F1EA\U0001F1EC", "\u0915\u094d\u0937\u093f",

@@ -16,8 +16,8 @@ from conftest import corpus_files, corpus_lines
 tokenizers = pytest.importorskip("tokenizers")
 
 import tokjit  # noqa: E402
-from tokjit.pre_tokenizers import Pieces  # noqa: E402
-from tokjit.wordpiece import BertNormalizer, BertPreTokenizer, Whitespace, WhitespaceSplit  # noqa: E402
+from tokjit.pipeline.pre_tokenizers import Pieces  # noqa: E402
+from tokjit.models.wordpiece import BertNormalizer, BertPreTokenizer, Whitespace, WhitespaceSplit  # noqa: E402
 
 ALL_CHARS = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
 

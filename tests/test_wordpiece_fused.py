@@ -1,4 +1,4 @@
-"""The fused WordPiece path (``tokjit.wordpiece_fast_path``) against HF ``tokenizers`` for pipeline
+"""The fused WordPiece path (``tokjit.fused.wordpiece``) against HF ``tokenizers`` for pipeline
 variants the shipped BERT file does not cover (WhitespaceSplit, cased normalizer, normalized added
 tokens), and which pipelines take it. The shipped file itself is covered by ``test_wordpiece.py``,
 whose batches run through this path. A deterministic sample (every 13th line) keeps this ~10 s.
@@ -15,7 +15,7 @@ from conftest import corpus_lines
 tokenizers = pytest.importorskip("tokenizers")
 
 import tokjit  # noqa: E402
-from tokjit.wordpiece_fast_path import FusedWordPiece  # noqa: E402
+from tokjit.fused.wordpiece import FusedWordPiece  # noqa: E402
 
 EXTRA_TEXTS = ["Hello World foo-bar [MASK]", "hello worldly HELLO WORLD", "İstanbul ǅ ﬃ Ω", "x\u0301\u0316\u0300 y",
                "naïve café", "Naive Cafe!", "[CLS]hello world[SEP]", "日本語のテキスト、です。", "\u00a0\u2003a\tb\nc", "a" * 101]

@@ -8,15 +8,15 @@ Public API::
     text = tok.decode(ids)
 """
 
-from .errors import (CacheError, InputError, ModelFileError, TextTypeError, TokenIdTypeError,
+from tokjit.errors import (CacheError, InputError, ModelFileError, TextTypeError, TokenIdTypeError,
                      TokenizerFileNotFoundError, TokjitError, UnknownEncodingError, UnsupportedComponentError)
-from .load import detect_format, load
-from .compat.models import encoding_for_model, encoding_name_for_model
-from .load.pretrained import from_pretrained
-from .registry import get_encoding, list_encoding_names
-from .spec import AddedToken, TokenizerSpec, TokenType
-from .tokenizer import Tokenizer
-from .kernels import compile_notice as _compile_notice
+from tokjit.load import detect_format, load
+from tokjit.compat.models import encoding_for_model, encoding_name_for_model
+from tokjit.load.pretrained import from_pretrained
+from tokjit.load.encodings import get_encoding, list_encoding_names
+from tokjit.spec import AddedToken, TokenizerSpec, TokenType
+from tokjit.tokenizer import Tokenizer
+from tokjit.kernels import compile_notice as _compile_notice
 
 _compile_notice.install()
 

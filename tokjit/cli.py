@@ -32,10 +32,10 @@ BATCH_BYTES = 1_000_000
 # ==================================================================================================
 
 def _bundled_entry(name: str) -> dict:
-    from .registry import _catalog
+    from tokjit.load.encodings import _catalog
     catalog = _catalog()
     if name not in catalog:
-        from .errors import UnknownEncodingError
+        from tokjit.errors import UnknownEncodingError
         raise UnknownEncodingError(f"unknown encoding {name!r}; bundled: {', '.join(sorted(catalog))}")
     return catalog[name]
 
@@ -58,11 +58,11 @@ def _tokenizer(args, *, required: bool = False):
     spec = args.tokenizer
     if spec is None:
         if required:
-            from .errors import InputError
+            from tokjit.errors import InputError
             raise InputError(f"{args.command} needs -t: the tokenizer that produced the ids (a file or a "
                              f"bundled encoding: {', '.join(tokjit.list_encoding_names())})")
         return tokjit.get_encoding("o200k_base")
-    from .errors import InputError, TokenizerFileNotFoundError
+    from tokjit.errors import InputError, TokenizerFileNotFoundError
     names = tokjit.list_encoding_names()
     if spec in names and not os.path.exists(spec):
         return tokjit.get_encoding(spec)
@@ -84,7 +84,7 @@ def _tokenizer(args, *, required: bool = False):
 
 
 def _is_tiktoken_file(path: str) -> bool:
-    from .load import detect_format
+    from tokjit.load import detect_format
     if not os.path.isfile(path):
         return False
     with open(path, "rb") as fh:
@@ -243,7 +243,7 @@ def _id_sequences(args):
         return [flat]
     if not path or path == "-":
         if sys.stdin is None or sys.stdin.isatty():
-            from .errors import InputError
+            from tokjit.errors import InputError
             raise InputError("decode reads ids from a file (.npy, or lines of ids / JSON lists) or from stdin; "
                              "pass a file, or pipe ids in (tokjit encode ... | tokjit decode -t ...)")
         path = "-"
@@ -256,7 +256,7 @@ def _id_sequences(args):
         try:
             seqs.append(json.loads(line) if line.startswith("[") else [int(x) for x in line.split()])
         except ValueError as exc:
-            from .errors import InputError
+            from tokjit.errors import InputError
             raise InputError(f"line {n}: expected a JSON list or space-separated integer ids") from exc
     return seqs
 
@@ -308,16 +308,16 @@ def _component(cfg) -> str | None:
 
 
 def cmd_convert(args) -> int:
-    """Parse a tokenizer file once and store the result in the on-disk cache (``tokjit.cache``), so
+    """Parse a tokenizer file once and store the result in the on-disk cache (``tokjit.load.cache``), so
     later loads (and every Dask worker pointed at the same cache directory) skip parsing."""
-    from . import cache
-    from .load import load_spec
+    from tokjit.load import cache
+    from tokjit.load import load_spec
 
     if args.cache_dir:
         os.environ["TOKJIT_CACHE_DIR"] = args.cache_dir
     directory = cache.cache_dir()
     if directory is None:
-        from .errors import CacheError
+        from tokjit.errors import CacheError
         raise CacheError("the cache is disabled (TOKJIT_CACHE_DIR=off): pass --cache-dir DIR")
     path = args.tokenizer
     if path is None or not os.path.isfile(path):
@@ -339,7 +339,7 @@ def cmd_convert(args) -> int:
             raise OSError(f"cannot write the cache in {directory}")
     start = time.perf_counter()
     if cache.read(key) is None:
-        from .errors import CacheError
+        from tokjit.errors import CacheError
         raise CacheError(f"cache entry {key} missing after writing it in {directory}")
     read_seconds = time.perf_counter() - start
     entry = os.path.join(directory, key + ".tokjit")
@@ -557,7 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_precompile(args) -> int:
     import time
-    from .precompile import FAMILIES, precompile
+    from tokjit.precompile import FAMILIES, precompile
     if args.family and any(f not in FAMILIES for f in args.family):
         print(f"tokjit: error: unknown family; known: {', '.join(FAMILIES)}", file=sys.stderr)
         return 2
@@ -577,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         print("tokjit: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a CLI reports errors as one line, not a traceback
-        from .errors import TokjitError
+        from tokjit.errors import TokjitError
         if isinstance(exc, (TokjitError, OSError, KeyError)):
             print(f"tokjit: error: {exc}", file=sys.stderr)
             return 2

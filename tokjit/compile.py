@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ModelFileError
-from .spec import PackedBytes
-from .kernels.lookup import build_bytes_table, build_pair_table, table_size, token_split_pairs
+from tokjit.errors import ModelFileError
+from tokjit.spec import PackedBytes
+from tokjit.kernels.lookup import build_bytes_table, build_pair_table, table_size, token_split_pairs
 
 
 class TokenTable:

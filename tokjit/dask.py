@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 
-from .arrow import _pyarrow, encode_arrow
+from tokjit.arrow import _pyarrow, encode_arrow
 
 
 def _dask():

@@ -1,6 +1,6 @@
 """``from tokjit.sentencepiece import SentencePieceProcessor``: sentencepiece's processor, computed by
 tokjit (see :mod:`tokjit.compat.sentencepiece`)."""
 
-from .compat.sentencepiece import PieceIdOutOfRangeError, SentencePieceProcessor
+from tokjit.compat.sentencepiece import PieceIdOutOfRangeError, SentencePieceProcessor
 
 __all__ = ["SentencePieceProcessor", "PieceIdOutOfRangeError"]

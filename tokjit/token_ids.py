@@ -13,7 +13,7 @@ from operator import index
 
 import numpy as np
 
-from .errors import InputError, TokenIdTypeError
+from tokjit.errors import InputError, TokenIdTypeError
 
 
 def _refuse(value) -> TokenIdTypeError:

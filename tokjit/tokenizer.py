@@ -10,19 +10,19 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from . import decoders as decoders_mod
-from .compat.transformers import TransformersMixin
-from .added_tokens import AddedTokenMatcher
-from .fast_path import fused_path_for
-from .errors import InputError, TextTypeError, UnknownEncodingError
-from .models import Workspace, build_model
-from .normalizers import build_normalizer
-from .post_processors import build_post_processor
-from .pre_tokenizers import Pieces, build_pre_tokenizer
-from .serving import metrics as _metrics
-from .spec import TokenizerSpec, TokenType
-from .thread_pool import thread_pool
-from .token_ids import as_token_id, id_array
+from tokjit.pipeline import decoders as decoders_mod
+from tokjit.compat.transformers import TransformersMixin
+from tokjit.pipeline.added_tokens import AddedTokenMatcher
+from tokjit.fused.bpe import fused_path_for
+from tokjit.errors import InputError, TextTypeError, UnknownEncodingError
+from tokjit.models.bpe import Workspace
+from tokjit.pipeline.pre_tokenizers import Pieces
+from tokjit.pipeline.registry import (build_decoder, build_model, build_normalizer, build_post_processor,
+                                     build_pre_tokenizer)
+from tokjit.serving import metrics as _metrics
+from tokjit.spec import TokenizerSpec, TokenType
+from tokjit.thread_pool import thread_pool
+from tokjit.token_ids import as_token_id, id_array
 
 _EMPTY_I64 = np.zeros(0, np.int64)
 
@@ -86,7 +86,7 @@ class Tokenizer(TransformersMixin):
         self.pre_tokenizer = build_pre_tokenizer(spec.pre_tokenizer)
         self.model = build_model(spec)
         self.post_processor = build_post_processor(spec.post_processor)
-        self.decoder = decoders_mod.build_decoder(spec.decoder)
+        self.decoder = build_decoder(spec.decoder)
         self._local = threading.local()
         added = spec.added_tokens
         # parse_special=True: every added token; False: only those the reference always matches
@@ -337,7 +337,7 @@ class Tokenizer(TransformersMixin):
             if fast is None:
                 return None, None
             return fast(spec)
-        from .compile import pack_bytes
+        from tokjit.compile import pack_bytes
         tokens = spec.tokens
         added = [(t.id, t.content.encode("utf-8")) for t in spec.added_tokens]
         if any(tokens[tid] != content for tid, content in added):
@@ -426,14 +426,14 @@ class Tokenizer(TransformersMixin):
 
     def decode_stream(self, prompt_ids: Iterable[int] = (), skip_special_tokens: bool = False):
         """A :class:`~tokjit.serving.DecodeStream`: ``step(id) -> str | None``, ``flush()``."""
-        from .serving.stream import DecodeStream
+        from tokjit.serving.stream import DecodeStream
         return DecodeStream(self, prompt_ids, skip_special_tokens)
 
     def apply_chat_template(self, messages, add_generation_prompt: bool = False, tools=None, *,
                             tokenize: bool = False, chat_template=None, **kwargs):
         """Render ``messages`` with the chat template, as ``transformers`` does (text, or ids with
         ``tokenize=True``). Needs jinja2 (``pip install tokjit[chat]``)."""
-        from .serving.chat import render
+        from tokjit.serving.chat import render
         text = render(self, messages, add_generation_prompt=add_generation_prompt, tools=tools,
                       chat_template=chat_template, **kwargs)
         if tokenize:
@@ -484,7 +484,7 @@ class Tokenizer(TransformersMixin):
     def explain(self, text: str, *, parse_special: bool = False, add_special_tokens: bool = False):
         """The tokens of ``text`` with their spans and kinds; renders as coloured HTML in notebooks
         (see :class:`tokjit.viz.Explanation`)."""
-        from .viz import explain
+        from tokjit.viz import explain
         return explain(self, text, parse_special=parse_special, add_special_tokens=add_special_tokens)
 
     def __reduce__(self):
@@ -557,7 +557,7 @@ def _pickle_origin(tok) -> tuple:
     if options is not None and path and os.path.isfile(path):
         return ("file", os.path.abspath(path), source.get("sha256"), tuple(sorted(options.items())))
     # built from bytes in memory: nothing to point at, so the spec itself travels
-    from .cache import spec_to_bytes
+    from tokjit.load.cache import spec_to_bytes
     return ("spec", spec_to_bytes(tok.spec))
 
 
@@ -565,7 +565,7 @@ def _rebuild_tokenizer(origin: tuple) -> "Tokenizer":
     """Inverse of :meth:`Tokenizer.__reduce__`; one tokenizer per origin per process, so a worker
     compiles the vocabulary once however many tasks it runs."""
     if origin[0] == "spec":
-        from .cache import spec_from_bytes
+        from tokjit.load.cache import spec_from_bytes
         return Tokenizer(spec_from_bytes(origin[1]))
     key = repr(origin)
     with _REBUILT_LOCK:
@@ -573,11 +573,11 @@ def _rebuild_tokenizer(origin: tuple) -> "Tokenizer":
         if tok is not None:
             return tok
         if origin[0] == "bundled":
-            from .registry import get_encoding
+            from tokjit.load.encodings import get_encoding
             tok = get_encoding(origin[1])
         else:
-            from .errors import ModelFileError
-            from .load import load
+            from tokjit.errors import ModelFileError
+            from tokjit.load import load
             _, path, sha, options = origin
             tok = load(path, **{k: v for k, v in options if k != "path"})
             if sha is not None and tok.spec.source.get("sha256") != sha:

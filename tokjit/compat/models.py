@@ -6,7 +6,7 @@ An exact name wins; otherwise the first matching prefix (dated snapshots such as
 
 from __future__ import annotations
 
-from ..errors import UnknownEncodingError
+from tokjit.errors import UnknownEncodingError
 
 MODEL_PREFIX_TO_ENCODING: dict[str, str] = {
     "o1-": "o200k_base",
@@ -93,5 +93,5 @@ def encoding_name_for_model(model_name: str) -> str:
 
 def encoding_for_model(model_name: str):
     """The bundled tokjit tokenizer for a model name (``tokjit.encoding_for_model("gpt-4o")``)."""
-    from ..registry import get_encoding
+    from tokjit.load.encodings import get_encoding
     return get_encoding(encoding_name_for_model(model_name))

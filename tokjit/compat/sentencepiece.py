@@ -14,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import InputError, UnsupportedComponentError
-from ..spec import TokenType
+from tokjit.errors import InputError, UnsupportedComponentError
+from tokjit.spec import TokenType
 
 __all__ = ["SentencePieceProcessor", "PieceIdOutOfRangeError"]
 
@@ -56,7 +56,7 @@ class SentencePieceProcessor:
     # ----------------------------------------------------------------------------------------------
 
     def Load(self, model_file=None, model_proto: bytes | None = None) -> bool:
-        from ..load import load, load_bytes
+        from tokjit.load import load, load_bytes
         if model_proto is not None:
             tok = load_bytes(bytes(model_proto), fmt="sentencepiece")
         else:

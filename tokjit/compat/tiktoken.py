@@ -17,8 +17,8 @@ from typing import AbstractSet, Collection, Literal, Sequence
 
 import numpy as np
 
-from ..errors import InputError, UnknownEncodingError
-from .models import MODEL_PREFIX_TO_ENCODING, MODEL_TO_ENCODING, encoding_name_for_model
+from tokjit.errors import InputError, UnknownEncodingError
+from tokjit.compat.models import MODEL_PREFIX_TO_ENCODING, MODEL_TO_ENCODING, encoding_name_for_model
 
 __all__ = ["Encoding", "get_encoding", "encoding_for_model", "encoding_name_for_model",
            "list_encoding_names", "MODEL_TO_ENCODING", "MODEL_PREFIX_TO_ENCODING"]
@@ -96,8 +96,8 @@ class Encoding:
 
     def __init__(self, name: str, *, pat_str: str, mergeable_ranks: dict[bytes, int],
                  special_tokens: dict[str, int], explicit_n_vocab: int | None = None):
-        from ..load.tiktoken_file import spec_from_ranks
-        from ..tokenizer import Tokenizer
+        from tokjit.load.tiktoken_file import spec_from_ranks
+        from tokjit.tokenizer import Tokenizer
         if explicit_n_vocab:
             size = max(max(mergeable_ranks.values()), max(special_tokens.values(), default=0)) + 1
             if len(mergeable_ranks) + len(special_tokens) != explicit_n_vocab or size != explicit_n_vocab:
@@ -414,7 +414,7 @@ _REGISTRY_LOCK = threading.Lock()
 def get_encoding(encoding_name: str) -> Encoding:
     """A bundled encoding by name (``o200k_base``, ``cl100k_base``, ``gpt2``, ...); one object per
     name per process."""
-    from ..registry import get_encoding as get_tokenizer
+    from tokjit.load.encodings import get_encoding as get_tokenizer
     with _REGISTRY_LOCK:
         enc = _REGISTRY.get(encoding_name)
         if enc is None:
@@ -428,5 +428,5 @@ def encoding_for_model(model_name: str) -> Encoding:
 
 
 def list_encoding_names() -> list[str]:
-    from ..registry import list_encoding_names as names
+    from tokjit.load.encodings import list_encoding_names as names
     return names()

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, TokjitError, UnsupportedComponentError
-from ..spec import TokenType
-from ..load.pretrained import NAMED_SPECIAL_TOKENS, VERY_LARGE_INTEGER
+from tokjit.errors import InputError, TokjitError, UnsupportedComponentError
+from tokjit.spec import TokenType
+from tokjit.load.pretrained import NAMED_SPECIAL_TOKENS, VERY_LARGE_INTEGER
 
 # transformers treats a model_max_length above this as "no limit" for default truncation/padding
 LARGE_INTEGER = int(1e20)

@@ -22,12 +22,12 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import InputError, TokenIdTypeError
-from ..token_ids import as_token_id
-from .kernels import NODE_DTYPE, dfa_token_mask, dfa_token_mask_packed, pack_mask_bits
-from .regex_dfa import (DEFAULT_MAX_STATES, CompiledDFA, RegexError, RegexTooLargeError,
+from tokjit.errors import InputError, TokenIdTypeError
+from tokjit.token_ids import as_token_id
+from tokjit.constrain.kernels import NODE_DTYPE, dfa_token_mask, dfa_token_mask_packed, pack_mask_bits
+from tokjit.constrain.regex_dfa import (DEFAULT_MAX_STATES, CompiledDFA, RegexError, RegexTooLargeError,
                         UnsupportedRegexError, compile_regex, parse_regex, utf8_sequences)
-from .trie import TokenTrie, token_bytes
+from tokjit.constrain.trie import TokenTrie, token_bytes
 
 
 class ByteDFA:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from tokjit.errors import InputError
 
 MAX_CODEPOINT = 0x10FFFF
 DEFAULT_MAX_STATES = 10_000

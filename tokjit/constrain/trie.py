@@ -28,10 +28,10 @@ import weakref
 
 import numpy as np
 
-from ..compile import pack_bytes
-from ..errors import InputError, TokjitError
-from ..spec import TokenType
-from .kernels import (NODE_DTYPE, PACKED_DEPTH_LIMIT, PACKED_TOKEN_LIMIT, build_trie_nodes,
+from tokjit.compile import pack_bytes
+from tokjit.errors import InputError, TokjitError
+from tokjit.spec import TokenType
+from tokjit.constrain.kernels import (NODE_DTYPE, PACKED_DEPTH_LIMIT, PACKED_TOKEN_LIMIT, build_trie_nodes,
                       count_trie_nodes, find_prefix_node, greedy_tokenize_kernel, pack_trie_nodes,
                       validate_trie)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .lookup import lookup_bytes, pair_slot
+from tokjit.kernels.lookup import lookup_bytes, pair_slot
 
 NO_RANK = 2147483647
 

@@ -8,14 +8,13 @@ one GIL release per thread instead of several Python round trips per document.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
-from ..added_tokens import find_added_tokens
-from ..pre_tokenizers import apply_split_behavior
-from ..pretokenize.regex_kernel import find_matches
-from .bpe import bpe_encode
-from .lookup import bytes_equal, hash_bytes
+from tokjit.kernels.added_tokens import find_added_tokens
+from tokjit.kernels.split import apply_split_behavior
+from tokjit.kernels.regex_vm import find_matches
+from tokjit.kernels.bpe import bpe_encode
+from tokjit.kernels.lookup import bytes_equal, hash_bytes
 
 STATUS_OK = 0
 STATUS_REGEX_STACK = 1  # the regex needs a larger backtrack stack or memoization: redo this doc in Python

@@ -16,12 +16,12 @@ from __future__ import annotations
 from numba import njit, types
 from numba.experimental import structref
 
-from ..added_tokens import find_added_tokens
-from ..sentencepiece_normalizer import sentencepiece_whitespace
-from . import structs
-from .bpe import FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_encode
-from .fused import CACHE_MAX_PIECE, GROW, _cache_clear, _cache_find
-from .lookup import hash_bytes
+from tokjit.kernels.added_tokens import find_added_tokens
+from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
+from tokjit.kernels import structs
+from tokjit.kernels.bpe import FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_encode
+from tokjit.kernels.fused import CACHE_MAX_PIECE, GROW, _cache_clear, _cache_find
+from tokjit.kernels.lookup import hash_bytes
 
 _I64 = types.int64[::1]
 _U8 = types.uint8[::1]

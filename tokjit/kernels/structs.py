@@ -41,7 +41,7 @@ def _declare(name: str, fields: list[tuple[str, types.Type]], module: str = __na
 
 
 # -------------------------------------------------------------------------------------------------
-# added-token trie (tokjit.added_tokens.AddedTokenMatcher)
+# added-token trie (tokjit.pipeline.added_tokens.AddedTokenMatcher)
 
 TrieType, Trie, TRIE = _declare("Trie", [
     ("first_byte", _BOOL), ("child_start", _I64), ("child_count", _I64), ("edge_byte", _U8),
@@ -70,7 +70,7 @@ def make_trie(matcher) -> Trie:
 
 
 # -------------------------------------------------------------------------------------------------
-# compiled split regex (tokjit.pretokenize.regex_compiler.Program) and the split behaviour
+# compiled split regex (tokjit.regex.compiler.Program) and the split behaviour
 
 RegexType, Regex, REGEX = _declare("Regex", [
     ("prog", types.int32[:, ::1]), ("rep_info", types.int32[:, ::1]), ("cls_ascii", types.uint8[:, ::1]),
@@ -107,7 +107,7 @@ def make_regex(program, behavior: int, invert: bool) -> Regex:
 
 
 # -------------------------------------------------------------------------------------------------
-# BPE vocabulary (tokjit.models.BPEModel)
+# BPE vocabulary (tokjit.models.bpe.BPEModel)
 
 BPEVocabType, BPEVocab, BPE_VOCAB = _declare("BPEVocab", [
     ("blob", _U8), ("offsets", _I64), ("table", _I32), ("byte_ids", _I32), ("merge_rank", _I64),
@@ -181,7 +181,7 @@ def _new_bpe_scratch(fields):
 
 
 def make_bpe_scratch(workspace, rev_left, touched, cache) -> BPEScratch:
-    """From a :class:`tokjit.models.Workspace`, the per-id ``rev_left``, ``touched`` and a piece cache."""
+    """From a :class:`tokjit.models.bpe.Workspace`, the per-id ``rev_left``, ``touched`` and a piece cache."""
     w = workspace
     return _new_bpe_scratch((w.start, w.end, w.id, w.rank, w.prev, w.next, w.heap, w.stack, rev_left, touched,
                              *cache.arrays))
@@ -225,7 +225,7 @@ def _new_spans(fields):
 
 
 def make_spans(b) -> Spans:
-    """From an object holding the arrays under the field names (see ``tokjit.fast_path._Buffers``)."""
+    """From an object holding the arrays under the field names (see ``tokjit.fused.bpe._Buffers``)."""
     return _new_spans((b.text, b.doc_starts, b.doc_ends, b.out, b.doc_out_end, b.io, b.at_starts, b.at_ends,
                        b.at_ids, b.match_starts, b.match_ends, b.piece_starts, b.piece_ends, b.rx_stack,
                        b.rx_params, b.tok_starts, b.tok_ends))

@@ -20,16 +20,16 @@ import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 
-from ..added_tokens import find_added_tokens
-from ..sentencepiece_normalizer import sentencepiece_whitespace
-from ..pre_tokenizers import metaspace_pieces
-from . import structs
-from .charsmap import hf_normalize, spm_normalize
-from .fused import GROW
-from .lookup import bytes_equal, hash_bytes
-from .unigram import (ARITH_CERT, ARITH_SPM, ID_USER_DEFINED, MISSING_UNK, SPM_SCORE_RESET, _char_len, _viterbi,
+from tokjit.kernels.added_tokens import find_added_tokens
+from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
+from tokjit.kernels.split import metaspace_pieces
+from tokjit.kernels import structs
+from tokjit.kernels.charsmap import hf_normalize, spm_normalize
+from tokjit.kernels.fused import GROW
+from tokjit.kernels.lookup import bytes_equal, hash_bytes
+from tokjit.kernels.unigram import (ARITH_CERT, ARITH_SPM, ID_USER_DEFINED, MISSING_UNK, SPM_SCORE_RESET, _char_len, _viterbi,
                       emit_path, unigram_encode)
-from .wordpiece import bert_pre_tokenize
+from tokjit.kernels.wordpiece import bert_pre_tokenize
 
 STATUS_DONE = 0
 # kernel status in spans.io[1]; io[2] = how much the buffer to grow must hold
@@ -45,7 +45,7 @@ _I32 = types.int32[::1]
 _U8 = types.uint8[::1]
 _F64 = types.float64[::1]
 
-# the Unigram model (tokjit.unigram.UnigramModel): double-array trie of pieces, scores, flags
+# the Unigram model (tokjit.models.unigram.UnigramModel): double-array trie of pieces, scores, flags
 UnigramVocabType, UnigramVocab, UNIGRAM_VOCAB = structs._declare("UnigramVocab", [
     ("da", types.int32[:, ::1]), ("scores", _F64), ("id_flags", _U8), ("byte_ids", _I32), ("arith", types.int64),
     ("unk_id", types.int64), ("unk_score", types.float64), ("byte_fallback", types.boolean),
@@ -66,7 +66,7 @@ def make_unigram_vocab(da, scores, id_flags, byte_ids, arith, unk_id, unk_score,
     return s
 
 
-# a precompiled charsmap (tokjit.charsmap): XCDA units, replacement strings, the most bytes one step
+# a precompiled charsmap (tokjit.pipeline.charsmap): XCDA units, replacement strings, the most bytes one step
 # writes (``max_step``), and for HF's grapheme-wise walk the grapheme properties (``props``)
 CharsmapType, Charsmap, CHARSMAP = structs._declare("Charsmap", [
     ("present", types.boolean), ("units", types.uint32[::1]), ("strings", _U8), ("max_step", types.int64),

@@ -16,11 +16,11 @@ from __future__ import annotations
 from numba import njit, types
 from numba.experimental import structref
 
-from ..added_tokens import find_added_tokens
-from . import structs
-from .fused import FALLBACK, GROW
-from .lookup import lookup_bytes
-from .wordpiece import bert_normalize, bert_pre_tokenize, wordpiece_encode
+from tokjit.kernels.added_tokens import find_added_tokens
+from tokjit.kernels import structs
+from tokjit.kernels.fused import FALLBACK, GROW
+from tokjit.kernels.lookup import lookup_bytes
+from tokjit.kernels.wordpiece import bert_normalize, bert_pre_tokenize, wordpiece_encode
 
 STATUS_OK = 0
 STATUS_OUT_FULL = 1  # out_ids too small for the next document: grow and resume there
@@ -30,7 +30,7 @@ _I64 = types.int64[::1]
 _I32 = types.int32[::1]
 _U8 = types.uint8[::1]
 
-# BertNormalizer's Unicode tables and options (tokjit.wordpiece.bert_tables, BertNormalizer.opts);
+# BertNormalizer's Unicode tables and options (tokjit.models.wordpiece.bert_tables, BertNormalizer.opts);
 # ``expansion`` = the most bytes one input byte can become
 BertNormType, BertNorm, BERT_NORM = structs._declare("BertNorm", [
     ("flags", _U8), ("dec_keys", _I32), ("dec_off", _I64), ("dec_data", _I32), ("low_keys", _I32),
@@ -57,7 +57,7 @@ def make_bert_norm(flags, dec_keys, dec_off, dec_data, low_keys, low_off, low_da
     return s
 
 
-# the WordPiece trie (tokjit.wordpiece.WordPieceModel) and the vocabulary hash table of whole words
+# the WordPiece trie (tokjit.models.wordpiece.WordPieceModel) and the vocabulary hash table of whole words
 WordPieceVocabType, WordPieceVocab, WORDPIECE_VOCAB = structs._declare("WordPieceVocab", [
     ("edges", types.int64[:, ::1]), ("word_row", _I64), ("word_node", types.int64),
     ("word_node_token", types.int64), ("cont_row", _I64), ("cont_node", types.int64), ("unk_id", types.int64),

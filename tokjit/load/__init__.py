@@ -13,7 +13,7 @@ import re
 
 import regex
 
-from ..errors import ModelFileError, TokenizerFileNotFoundError, UnsupportedComponentError
+from tokjit.errors import ModelFileError, TokenizerFileNotFoundError, UnsupportedComponentError
 
 _RANK_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2} \d+\r?$")
 
@@ -44,7 +44,7 @@ def detect_format(data: bytes, path=None) -> str:
 def load_spec(data: bytes, *, path=None, fmt: str | None = None, pat_str=None, special_tokens=None,
               name=None, n_vocab=None, use_cache: bool = True):
     """Parse ``data`` into a :class:`~tokjit.spec.TokenizerSpec`, through the on-disk cache."""
-    from .. import cache
+    from tokjit.load import cache
 
     sha = hashlib.sha256(data).hexdigest()
     key = cache.cache_key(sha, {"fmt": fmt, "pat_str": pat_str, "special_tokens": special_tokens,
@@ -63,22 +63,22 @@ def load_spec(data: bytes, *, path=None, fmt: str | None = None, pat_str=None, s
 def _parse(data: bytes, *, path, fmt, pat_str, special_tokens, name, n_vocab):
     fmt = fmt or detect_format(data, path)
     if fmt == "tiktoken":
-        from .tiktoken_file import load_tiktoken
+        from tokjit.load.tiktoken_file import load_tiktoken
         spec = load_tiktoken(path, data, pat_str=pat_str, special_tokens=special_tokens, name=name)
         if n_vocab is not None and spec.vocab_size != n_vocab:
             raise ModelFileError(f"expected {n_vocab} tokens, got {spec.vocab_size}", path=path)
     elif fmt == "tokenizer.json":
         _reject_companion_json(data, path)
-        from .hf_json import load_hf_json
+        from tokjit.load.hf_json import load_hf_json
         spec = load_hf_json(path, data)
     elif fmt == "gguf":
-        from .gguf_file import load_gguf
+        from tokjit.load.gguf_file import load_gguf
         spec = load_gguf(path, data)
     elif fmt == "sentencepiece":
-        from .sentencepiece_model import load_sentencepiece
+        from tokjit.load.sentencepiece_model import load_sentencepiece
         spec = load_sentencepiece(path, data)
     elif fmt == "vocab.txt":
-        from .vocab_txt import load_vocab_txt
+        from tokjit.load.vocab_txt import load_vocab_txt
         spec = load_vocab_txt(path, data)
     else:
         raise UnsupportedComponentError(f"format {fmt!r}")
@@ -91,7 +91,7 @@ def _parse(data: bytes, *, path, fmt, pat_str, special_tokens, name, n_vocab):
 
 
 def _override(spec, pat_str, special_tokens):
-    from ..spec import AddedToken
+    from tokjit.spec import AddedToken
     if pat_str is not None:
         spec.pre_tokenizer = {"type": "Split", "pattern": {"Regex": pat_str}, "behavior": "Removed",
                               "invert": True, "syntax": "rust"}
@@ -128,8 +128,8 @@ def _check_post_processor_ids(spec, path) -> None:
 
 
 def load_bytes(data: bytes, **kwargs):
-    from ..errors import TokjitError
-    from ..tokenizer import Tokenizer
+    from tokjit.errors import TokjitError
+    from tokjit.tokenizer import Tokenizer
     spec = load_spec(data, **kwargs)
     path = kwargs.get("path")
     _check_post_processor_ids(spec, path)
@@ -145,7 +145,7 @@ def load_bytes(data: bytes, **kwargs):
                              path=path) from None
     if spec.source.get("format") == "tokenizer.json" and spec.model.get("byte_level") and \
             kwargs.get("pat_str") is None:
-        from .hf_json import _components
+        from tokjit.load.hf_json import _components
         if not any(c.get("type") == "ByteLevel" for c in _components(spec.pre_tokenizer, "pretokenizers")):
             # HF maps text to GPT-2 byte characters only in the ByteLevel pre-tokenizer; without it
             # its model matches raw characters against byte-mapped vocab strings
@@ -188,7 +188,7 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
     tok._load_options = {"pat_str": pat_str, "special_tokens": special_tokens, "fmt": fmt}  # for pickling
     _attach_config(tok, path)
     if config_special_tokens:
-        from .pretrained import with_config_special_tokens
+        from tokjit.load.pretrained import with_config_special_tokens
         tok = with_config_special_tokens(tok)
         tok._load_options["config_special_tokens"] = True
     return tok
@@ -205,7 +205,7 @@ def _reject_contents_as_path(path) -> None:
     up, all of it, in a "no such file" message."""
     text = path.decode("utf-8", "replace") if isinstance(path, bytes) else path
     if len(text) > _LONGEST_PATH or "\n" in text or "\x00" in text:
-        from ..errors import InputError
+        from tokjit.errors import InputError
         raise InputError(f"load() takes a path, but got what looks like file contents ({len(text)} characters "
                          f"starting {text[:40]!r}); pass the file's path, or its bytes to "
                          f"tokjit.load.load_bytes(data)")
@@ -234,5 +234,5 @@ def _reject_companion_json(data: bytes, path) -> None:
 def _attach_config(tok, path):
     """Special tokens, chat template, padding side... from the config files beside a tokenizer file."""
     if tok.spec.source.get("format") in ("tokenizer.json", "sentencepiece", "vocab.txt"):
-        from .pretrained import attach_tokenizer_config
+        from tokjit.load.pretrained import attach_tokenizer_config
         attach_tokenizer_config(tok, path)

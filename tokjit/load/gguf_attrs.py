@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ModelFileError
-from ..spec import TokenType
+from tokjit.errors import ModelFileError
+from tokjit.spec import TokenType
 
 # llama_token_attr bits (include/llama.h)
 ATTR_UNKNOWN = 1 << 0

@@ -16,12 +16,12 @@ import struct
 import numpy as np
 from numba import njit
 
-from ..errors import ModelFileError, UnsupportedComponentError
-from ..spec import AddedToken, TokenizerSpec, TokenType
-from .gguf_attrs import (ATTR_LSTRIP, ATTR_MATCHED, ATTR_NORMAL, ATTR_PARSE_SPECIAL_ONLY, ATTR_RSTRIP, ATTR_UNUSED,
+from tokjit.errors import ModelFileError, UnsupportedComponentError
+from tokjit.spec import AddedToken, TokenizerSpec, TokenType
+from tokjit.load.gguf_attrs import (ATTR_LSTRIP, ATTR_MATCHED, ATTR_NORMAL, ATTR_PARSE_SPECIAL_ONLY, ATTR_RSTRIP, ATTR_UNUSED,
                          ATTR_USER_DEFINED, token_attributes, types_from_attributes)
-from .gguf_pretypes import UnknownPreTypeError, gguf_pre_type
-from .hf_json import bytes_to_unicode, unmap_byte_level
+from tokjit.load.gguf_pretypes import UnknownPreTypeError, gguf_pre_type
+from tokjit.load.hf_json import bytes_to_unicode, unmap_byte_level
 
 # GGUF value types (gguf.GGUFValueType)
 T_UINT8, T_INT8, T_UINT16, T_INT16, T_UINT32, T_INT32, T_FLOAT32, T_BOOL, T_STRING, T_ARRAY, \
@@ -426,7 +426,6 @@ def _merges(meta: _Meta, strings: list[str], mask: np.ndarray, allow_missing: bo
 
 
 def _gpt2(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
-    from .. import llamacpp_pretokenizer  # noqa: F401  (registers the components)
     if pre.byte_encode:
         # llama.cpp looks byte-encoded text up by token string, so a token spelled with characters outside
         # GPT-2's byte alphabet (mpt's raw space runs) can only be reached as an added token
@@ -484,7 +483,6 @@ def _llama(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpe
 
 
 def _bert(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
-    from .. import llamacpp_pretokenizer  # noqa: F401
     lowercase = meta.boolean("tokenizer.ggml.normalizer.lowercase", True)
     strip_accents = meta.boolean("tokenizer.ggml.normalizer.strip_accents", lowercase)
     tokens = [s.encode("utf-8") for s in strings]
@@ -556,7 +554,6 @@ def unescape_rwkv(text: str) -> bytes:
 
 def _rwkv(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
     """llama.cpp's RWKV: greedy longest match over the unescaped token bytes, nothing normalised or split."""
-    from .. import llamacpp_pretokenizer  # noqa: F401  (registers the model)
     tokens = [unescape_rwkv(s) for s in strings]
     return TokenizerSpec(model={"type": "LlamaCppRwkv", "unk_id": ids["unk"]}, tokens=tokens, token_types=types,
                          scores=scores, model_mask=np.ones(len(strings), np.bool_), added_tokens=added)

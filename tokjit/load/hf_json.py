@@ -7,14 +7,15 @@ GPT-2's byte-to-unicode mapping for byte-level vocabularies so kernels see raw b
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import ModelFileError, UnsupportedComponentError
-from ..spec import AddedToken, TokenizerSpec, TokenType
+from tokjit.errors import ModelFileError, UnsupportedComponentError
+from tokjit.spec import AddedToken, TokenizerSpec, TokenType
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -118,14 +119,18 @@ def is_byte_level(doc: dict) -> bool:
     return any(c.get("type") == "ByteLevel" for c in pre + dec)
 
 
-HF_MODEL_LOADERS: dict[str, Callable[[dict, dict, Any], dict]] = {}
+# tokenizer.json model type -> "module:function" turning its model section into spec parts; the
+# function of each family is imported on first use
+HF_MODEL_LOADERS: dict[str, str] = {
+    "BPE": "tokjit.load.hf_json:_bpe",
+    "Unigram": "tokjit.load.hf_unigram:_unigram",
+    "WordPiece": "tokjit.load.hf_wordpiece:_wordpiece",
+}
 
 
-def register_hf_model(name: str):
-    def wrap(fn):
-        HF_MODEL_LOADERS[name] = fn
-        return fn
-    return wrap
+def _model_loader(kind: str) -> Callable[[dict, dict, Any], dict]:
+    module, function = HF_MODEL_LOADERS[kind].split(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def load_hf_json(path, data: bytes) -> TokenizerSpec:
@@ -149,13 +154,10 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
         raise ModelFileError(f"model type must be a string, got {kind!r}", path=path, where="model.type")
     check_component_tree(doc, path)
     if kind not in HF_MODEL_LOADERS:
-        # family loaders register themselves on import
-        from . import hf_families  # noqa: F401
-    if kind not in HF_MODEL_LOADERS:
         raise UnsupportedComponentError(f"tokenizer.json model type {kind!r} is not supported "
                                         f"(known: {sorted(HF_MODEL_LOADERS)})")
     try:
-        parts = HF_MODEL_LOADERS[kind](doc, model, path)
+        parts = _model_loader(kind)(doc, model, path)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as exc:
         if isinstance(exc, ModelFileError):
             raise
@@ -263,7 +265,6 @@ def _finish(doc: dict, parts: dict, path) -> TokenizerSpec:
     return spec
 
 
-@register_hf_model("BPE")
 def _bpe(doc: dict, model: dict, path) -> dict:
     vocab = model["vocab"]
     if not isinstance(vocab, dict):

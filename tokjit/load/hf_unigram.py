@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import math
 
-from ..errors import ModelFileError
-from .hf_json import register_hf_model
+from tokjit.errors import ModelFileError
 
 
-@register_hf_model("Unigram")
 def _unigram(doc: dict, model: dict, path) -> dict:
     import numpy as np
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from ..errors import ModelFileError
-from .hf_json import register_hf_model
-from .. import wordpiece  # noqa: F401  (registers the WordPiece components)
+from tokjit.errors import ModelFileError
 
 
-@register_hf_model("WordPiece")
 def _wordpiece(doc: dict, model: dict, path) -> dict:
     vocab = model["vocab"]
     if not isinstance(vocab, dict):

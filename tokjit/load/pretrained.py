@@ -20,7 +20,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from ..errors import ModelFileError, TokenizerFileNotFoundError
+from tokjit.errors import ModelFileError, TokenizerFileNotFoundError
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.txt")
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
@@ -253,8 +253,8 @@ def with_config_special_tokens(tok):
     hf = tok.hf_config
     if hf is None:
         return tok
-    from ..spec import AddedToken
-    from ..tokenizer import Tokenizer
+    from tokjit.spec import AddedToken
+    from tokjit.tokenizer import Tokenizer
     have = {t.content for t in tok.spec.added_tokens}
     extra = []
     for content in dict.fromkeys([*hf.special_tokens.values(), *hf.extra_special_tokens]):
@@ -328,7 +328,7 @@ def from_pretrained(name_or_path, *, revision: str = "main", cache_dir=None):
     tokens, ``model_max_length``, padding side and chat template its config files give. Unlike
     ``tokjit.load`` (the file's own reference, HF ``tokenizers``), special tokens named only in the
     config are matched in text too, as transformers does."""
-    from . import load
+    from tokjit.load import load
     folder = resolve_pretrained(name_or_path, revision=revision, cache_dir=cache_dir)
     if not any(os.path.isfile(os.path.join(folder, f)) for f in TOKENIZER_FILES):
         raise TokenizerFileNotFoundError(

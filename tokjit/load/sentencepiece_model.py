@@ -29,8 +29,8 @@ import struct
 
 import numpy as np
 
-from ..errors import ModelFileError, UnsupportedComponentError
-from ..spec import AddedToken, TokenizerSpec, TokenType
+from tokjit.errors import ModelFileError, UnsupportedComponentError
+from tokjit.spec import AddedToken, TokenizerSpec, TokenType
 
 # ModelProto.TrainerSpec.ModelType
 MODEL_TYPES = {1: "UNIGRAM", 2: "BPE", 3: "WORD", 4: "CHAR"}

@@ -7,8 +7,8 @@ import binascii
 
 import numpy as np
 
-from ..errors import ModelFileError
-from ..spec import AddedToken, TokenizerSpec, TokenType
+from tokjit.errors import ModelFileError
+from tokjit.spec import AddedToken, TokenizerSpec, TokenType
 
 
 def parse_ranks(data: bytes, path=None) -> dict[bytes, int]:
@@ -61,7 +61,7 @@ def spec_from_ranks(ranks: dict[bytes, int], pat_str: str, special_tokens: dict[
         tokens[tid] = content.encode("utf-8")
         types[tid] = TokenType.CONTROL
         added.append(AddedToken(content, tid, special=True))
-    from ..compile import TokenTable, split_merge_rows
+    from tokjit.compile import TokenTable, split_merge_rows
     # every (left, right) -> token cut, stored so that a cached load need not recompute it
     merges = split_merge_rows(TokenTable.build(tokens, mask), mask)
     return TokenizerSpec(

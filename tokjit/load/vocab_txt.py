@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ModelFileError
-from ..spec import AddedToken, TokenizerSpec, TokenType
-from .. import wordpiece  # noqa: F401  (registers the WordPiece components)
+from tokjit.errors import ModelFileError
+from tokjit.spec import AddedToken, TokenizerSpec, TokenType
 
 SPECIAL_NAMES = ("[UNK]", "[SEP]", "[CLS]", "[PAD]", "[MASK]")
 

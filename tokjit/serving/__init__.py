@@ -9,11 +9,11 @@
 - :mod:`tokjit.serving.metrics`: optional counters and histograms, Prometheus export.
 """
 
-from . import metrics
-from .chat import render as render_chat
-from .sequence import Sequence
-from .stop import Held, Stopped, StoppedWithText, StopSequenceDecoder, Text
-from .stream import DecodeStream, DecodeStreamError
+from tokjit.serving import metrics
+from tokjit.serving.chat import render as render_chat
+from tokjit.serving.sequence import Sequence
+from tokjit.serving.stop import Held, Stopped, StoppedWithText, StopSequenceDecoder, Text
+from tokjit.serving.stream import DecodeStream, DecodeStreamError
 
 __all__ = ["DecodeStream", "DecodeStreamError", "Sequence", "StopSequenceDecoder", "Text", "Held",
            "Stopped", "StoppedWithText", "render_chat", "metrics"]

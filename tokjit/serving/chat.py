@@ -18,7 +18,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, Mapping
 
-from ..errors import InputError
+from tokjit.errors import InputError
 
 _INSTALL_HINT = "chat templates need jinja2>=3.1.6: pip install tokjit[chat]"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .stream import _REPLACEMENT, WindowDecoder
+from tokjit.serving.stream import _REPLACEMENT, WindowDecoder
 
 
 class Sequence:

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Union
 
-from ..errors import InputError
-from ..token_ids import as_token_id
-from . import metrics as _metrics
-from .stream import DecodeStream
+from tokjit.errors import InputError
+from tokjit.token_ids import as_token_id
+from tokjit.serving import metrics as _metrics
+from tokjit.serving.stream import DecodeStream
 
 
 @dataclass(slots=True)

@@ -18,9 +18,9 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import InputError, TokjitError
-from ..token_ids import as_token_id
-from . import metrics as _metrics
+from tokjit.errors import InputError, TokjitError
+from tokjit.token_ids import as_token_id
+from tokjit.serving import metrics as _metrics
 
 _REPLACEMENT = "\ufffd"
 

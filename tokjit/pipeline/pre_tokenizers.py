@@ -12,15 +12,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from numba import njit
 
-from .components import Registry
-from .errors import UnsupportedComponentError
+from tokjit.pipeline.registry import build_pre_tokenizer
+from tokjit.errors import UnsupportedComponentError
+from tokjit.kernels.split import apply_split_behavior, metaspace_pieces
 
-PRE_TOKENIZERS = Registry("pre-tokenizer")
-PRE_TOKENIZER_BUILDERS = PRE_TOKENIZERS.builders
-register_pre_tokenizer = PRE_TOKENIZERS.register
-build_pre_tokenizer = PRE_TOKENIZERS.build
 
 
 @dataclass
@@ -53,83 +49,18 @@ class Pieces:
 BEHAVIORS = {"Removed": 0, "Isolated": 1, "MergedWithPrevious": 2, "MergedWithNext": 3, "Contiguous": 4}
 
 
-@njit(cache=True, nogil=True)
-def apply_split_behavior(seg_start, seg_end, m_starts, m_ends, n_matches, behavior, invert,
-                         out_starts, out_ends, n_out):
-    """Turn the matches inside one piece into sub-pieces, appending at ``out_*[n_out:]``.
-
-    Mirrors HF ``NormalizedString::split``: the piece is cut into alternating match / gap spans,
-    ``invert`` swaps which is which, then the behaviour keeps, isolates or merges the match spans.
-    Empty spans are dropped. O(n_matches). Capacity needed: 2 * n_matches + 1.
-    """
-    pos = seg_start
-    prev_match = False
-    k = 0
-    while True:
-        # next span: a gap [pos, m_start) or the match itself
-        if k < n_matches and m_starts[k] == pos and m_ends[k] > m_starts[k]:
-            s = m_starts[k]
-            e = m_ends[k]
-            is_match = True
-            k += 1
-        elif k < n_matches and m_starts[k] == pos:
-            k += 1  # empty match: no span
-            continue
-        else:
-            s = pos
-            e = m_starts[k] if k < n_matches else seg_end
-            is_match = False
-        if e <= s:
-            break
-        pos = e
-        if invert:
-            is_match = not is_match
-        if behavior == 0:  # Removed
-            if not is_match:
-                out_starts[n_out] = s
-                out_ends[n_out] = e
-                n_out += 1
-        elif behavior == 1:  # Isolated
-            out_starts[n_out] = s
-            out_ends[n_out] = e
-            n_out += 1
-        elif behavior == 2:  # MergedWithPrevious: a match joins the span before it (if not a match)
-            if is_match and not prev_match and n_out > 0 and out_ends[n_out - 1] == s:
-                out_ends[n_out - 1] = e
-            else:
-                out_starts[n_out] = s
-                out_ends[n_out] = e
-                n_out += 1
-        elif behavior == 3:  # MergedWithNext: a gap joins the match just before it
-            if prev_match and not is_match and n_out > 0 and out_ends[n_out - 1] == s:
-                out_ends[n_out - 1] = e
-            else:
-                out_starts[n_out] = s
-                out_ends[n_out] = e
-                n_out += 1
-        else:  # Contiguous: consecutive spans of the same kind merge
-            if is_match == prev_match and n_out > 0 and out_ends[n_out - 1] == s:
-                out_ends[n_out - 1] = e
-            else:
-                out_starts[n_out] = s
-                out_ends[n_out] = e
-                n_out += 1
-        prev_match = is_match
-    return n_out
-
-
 class RegexSplitter:
     """Finds regex matches in UTF-8 buffers.
 
-    Uses tokjit's numba regex engine (:mod:`tokjit.pretokenize`) with the anchor semantics of the
+    Uses tokjit's numba regex engine (:mod:`tokjit.regex`) with the anchor semantics of the
     reference engine named by ``syntax`` (``"onig"``: HF tokenizers, ``"rust"``: tiktoken,
     ``"python"``: the ``regex`` module); patterns it cannot compile fall back to the ``regex``
     module (exact for the constructs both accept, slower, with a warning).
     """
 
     def __init__(self, pattern: str, *, syntax: str = "onig", warn: bool = True):
-        from .pretokenize.regex_compiler import UnsupportedPatternError
-        from .pretokenize.regex_kernel import CompiledRegex
+        from tokjit.regex.compiler import UnsupportedPatternError
+        from tokjit.regex.compiled import CompiledRegex
 
         self.pattern = pattern
         self.compiled = None
@@ -271,80 +202,12 @@ class Sequence:
         return pieces
 
 
-register_pre_tokenizer("Split")(Split)
-register_pre_tokenizer("ByteLevel")(ByteLevel)
-register_pre_tokenizer("Sequence")(Sequence)
 
 
 # --------------------------------------------------------------------------------------------------
 # SentencePiece-style pre-tokenizers
 # --------------------------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True)
-def metaspace_pieces(buf, align, starts, ends, n_pieces, rep, prepend, split,
-                     out_buf, out_align, out_starts, out_ends):
-    """HF ``Metaspace`` over every piece: " " -> ``rep``; ``rep`` prepended where ``prepend[i]`` and
-    the piece does not already start with it; with ``split``, a new piece starts at every ``rep``
-    (``MergedWithNext``). Returns (bytes written, pieces written). O(total bytes). Capacity:
-    ``out_buf``/``out_align`` >= len(rep) * (bytes + pieces) (+1 for align), pieces >= bytes + pieces.
-    """
-    r = rep.shape[0]
-    m = 0
-    k = 0
-    for i in range(n_pieces):
-        s = starts[i]
-        e = ends[i]
-        if e <= s:
-            continue
-        begin = m
-        starts_with = e - s >= r
-        if starts_with:
-            for t in range(r):
-                if buf[s + t] != rep[t]:
-                    starts_with = False
-                    break
-        if buf[s] == 32:  # HF checks after replacing spaces, so a leading space counts as ``rep``
-            starts_with = True
-        if prepend[i] and not starts_with:
-            for t in range(r):
-                out_buf[m] = rep[t]
-                out_align[m] = align[s]
-                m += 1
-        for j in range(s, e):
-            if buf[j] == 32:
-                for t in range(r):
-                    out_buf[m] = rep[t]
-                    out_align[m] = align[j]
-                    m += 1
-            else:
-                out_buf[m] = buf[j]
-                out_align[m] = align[j]
-                m += 1
-        if not split:
-            out_starts[k] = begin
-            out_ends[k] = m
-            k += 1
-            continue
-        piece_start = begin
-        j = begin + 1
-        while j + r <= m:
-            hit = True
-            for t in range(r):
-                if out_buf[j + t] != rep[t]:
-                    hit = False
-                    break
-            if hit:
-                out_starts[k] = piece_start
-                out_ends[k] = j
-                k += 1
-                piece_start = j
-                j += r
-            else:
-                j += 1
-        out_starts[k] = piece_start
-        out_ends[k] = m
-        k += 1
-    return m, k
 
 
 class Metaspace:
@@ -354,7 +217,7 @@ class Metaspace:
     replacement character when ``split`` (default true)."""
 
     def __init__(self, config: dict):
-        from .decoders import metaspace_prepend_scheme
+        from tokjit.pipeline.decoders import metaspace_prepend_scheme
         self.rep = np.frombuffer(config.get("replacement", "\u2581").encode("utf-8"), np.uint8).copy()
         if self.rep.shape[0] == 0:
             raise UnsupportedComponentError("Metaspace replacement must not be empty")
@@ -386,8 +249,7 @@ class Metaspace:
         return pieces.derive(out_buf[:m], out_s[:k], out_e[:k], out_align[:m + 1])
 
 
-register_pre_tokenizer("Metaspace")(Metaspace)
-# WhitespaceSplit (HF semantics, as a kernel) is registered by tokjit.wordpiece
+# WhitespaceSplit (HF semantics, as a kernel) is registered by tokjit.models.wordpiece
 
 
 # --------------------------------------------------------------------------------------------------
@@ -437,6 +299,3 @@ class CharDelimiterSplit:
         return split_pieces(pieces, self.find, BEHAVIORS["Removed"], False)
 
 
-register_pre_tokenizer("Digits")(Digits)
-register_pre_tokenizer("Punctuation")(Punctuation)
-register_pre_tokenizer("CharDelimiterSplit")(CharDelimiterSplit)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import structs
+from tokjit.kernels import structs
 
 _UNUSED = np.zeros(1, np.int64)  # SPANS fields a family never reads (nothing writes them either)
 
@@ -51,7 +51,7 @@ def utf8_bytes(text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except (UnicodeEncodeError, AttributeError):
-        from .tokenizer import text_to_utf8
+        from tokjit.tokenizer import text_to_utf8
         return text_to_utf8(text).tobytes()
 
 

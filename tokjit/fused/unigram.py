@@ -4,7 +4,7 @@
 Chosen by :func:`unigram_fused_path_for` when the pipeline is exactly: a ``SentencePieceNormalizer``
 (with or without charsmap), no pre-tokenizer, a ``Unigram`` model, no added tokens matched in the
 normalized text, and raw added tokens without lstrip/rstrip/single_word. Batches use the document
-chunking and threading of :class:`tokjit.fast_path.FusedPath`.
+chunking and threading of :class:`tokjit.fused.bpe.FusedPath`.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import threading
 
 import numpy as np
 
-from .added_tokens import AddedTokenMatcher
-from .errors import InputError
-from .fast_path import FusedPath, doc_sizes
-from .fused_threads import ThreadSpans, field, writable_docs
-from .kernels import structs
-from .kernels import unigram_fused as kernel
-from .sentencepiece_normalizer import SentencePieceNormalizer
-from .unigram import UnigramModel
+from tokjit.pipeline.added_tokens import AddedTokenMatcher
+from tokjit.errors import InputError
+from tokjit.fused.bpe import FusedPath, doc_sizes
+from tokjit.fused.threads import ThreadSpans, field, writable_docs
+from tokjit.kernels import structs
+from tokjit.kernels import unigram_fused as kernel
+from tokjit.pipeline.sentencepiece_normalizer import SentencePieceNormalizer
+from tokjit.models.unigram import UnigramModel
 
 _NO_USER_DEFINED = AddedTokenMatcher([])  # an empty trie for models without protected pieces
 _EMPTY_U32 = np.zeros(1, np.uint32)
@@ -199,7 +199,7 @@ def _word_cache_allowed(tok) -> bool:
     """Whether sentencepiece's Viterbi may run word by word (``kernels.unigram_fused.encode_words_spm``):
     float32 arithmetic, an unknown piece, U+2581 a piece of its own and never inside another piece,
     so no piece and no run of unknown characters crosses a word start."""
-    from .kernels.unigram import ARITH_SPM
+    from tokjit.kernels.unigram import ARITH_SPM
     m = tok.model
     if m.arith != ARITH_SPM or m.unk_id < 0:
         return False
@@ -222,7 +222,7 @@ def _word_cache_allowed(tok) -> bool:
 def _space_collapse(step) -> bool:
     """A Replace that only shortens runs of spaces to one space: a no-op for the words a following
     WhitespaceSplit produces (pegasus writes ``" {2,}"`` -> ``" "``)."""
-    from .normalizers import Replace
+    from tokjit.pipeline.normalizers import Replace
     if type(step) is not Replace or step.content != " ":
         return False
     if step.needle is not None:
@@ -231,11 +231,11 @@ def _space_collapse(step) -> bool:
 
 
 def hf_unigram_fused_path_for(tok) -> "FusedUnigramHF | None":
-    from .charsmap import Precompiled
-    from .normalizers import Sequence as NormSequence
-    from .pre_tokenizers import Metaspace, Sequence as PreSequence
-    from .wordpiece import WhitespaceSplit
-    from .kernels.unigram import ARITH_HF
+    from tokjit.pipeline.charsmap import Precompiled
+    from tokjit.pipeline.normalizers import Sequence as NormSequence
+    from tokjit.pipeline.pre_tokenizers import Metaspace, Sequence as PreSequence
+    from tokjit.models.wordpiece import WhitespaceSplit
+    from tokjit.kernels.unigram import ARITH_HF
 
     if type(tok.model) is not UnigramModel or tok.model.arith != ARITH_HF:
         return None
@@ -268,7 +268,7 @@ def hf_unigram_fused_path_for(tok) -> "FusedUnigramHF | None":
 @functools.cache
 def _grapheme_properties() -> np.ndarray:
     """The grapheme property table as a struct field takes it (writable; built once per process)."""
-    from .charsmap import grapheme_properties
+    from tokjit.pipeline.charsmap import grapheme_properties
     return field(grapheme_properties(), np.uint8)
 
 
@@ -277,7 +277,7 @@ class FusedUnigramHF(FusedUnigram):
     docs_kernel = staticmethod(kernel.encode_docs_unigram_hf)
 
     def __init__(self, tok, charsmap, ws_split: bool, metaspace):
-        from .wordpiece import bert_tables
+        from tokjit.models.wordpiece import bert_tables
 
         self.tok = tok
         self.model: UnigramModel = tok.model

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compile import pack_bytes
-from .errors import InputError, ModelFileError, UnsupportedComponentError
-from .kernels import unigram as kernel
-from .kernels.lookup import table_size
-from .models import Workspace, model_mask, register_model
-from .spec import TokenizerSpec, TokenType
+from tokjit.compile import pack_bytes
+from tokjit.errors import InputError, ModelFileError, UnsupportedComponentError
+from tokjit.kernels import unigram as kernel
+from tokjit.kernels.lookup import table_size
+from tokjit.models.bpe import Workspace, model_mask
+from tokjit.spec import TokenizerSpec, TokenType
 
 ARITHMETIC = {"sentencepiece": kernel.ARITH_SPM, "hf": kernel.ARITH_HF, "llamacpp": kernel.ARITH_LLAMACPP}
 UNK_PENALTY = 10.0  # sentencepiece kUnkPenalty / tokenizers K_UNK_PENALTY
@@ -154,6 +154,5 @@ class UnigramModel:
         return out_ids[:n], out_starts[:n], out_ends[:n]
 
 
-register_model("Unigram")(UnigramModel)
 
 __all__ = ["UnigramModel", "VocabTrie"]

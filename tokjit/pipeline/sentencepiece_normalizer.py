@@ -10,7 +10,7 @@ none applies) is consumed, and its replacement string is emitted, with whitespac
   ``treat_whitespace_as_suffix``);
 * ``escape_whitespaces``: every " " becomes U+2581.
 
-The charsmap pass is delegated to :class:`tokjit.charsmap.PrecompiledCharsmap`, whose alignment gives
+The charsmap pass is delegated to :class:`tokjit.pipeline.charsmap.PrecompiledCharsmap`, whose alignment gives
 every output byte of a unit the unit's start offset; the whitespace pass (this module's kernel) finds
 the unit boundaries again from that alignment, so it reproduces the unit-wise rules exactly.
 """
@@ -18,114 +18,13 @@ the unit boundaries again from that alignment, so it reproduces the unit-wise ru
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-from .added_tokens import AddedTokenMatcher
-from .errors import UnsupportedComponentError
-from .normalizers import register_normalizer
-from .spec import AddedToken
+from tokjit.pipeline.added_tokens import AddedTokenMatcher
+from tokjit.errors import UnsupportedComponentError
+from tokjit.kernels.spm_whitespace import (WS_DUMMY_PREFIX, WS_ESCAPE, WS_REMOVE_EXTRA, WS_SUFFIX,
+                                           sentencepiece_whitespace)
+from tokjit.spec import AddedToken
 
-WS_REMOVE_EXTRA = 1
-WS_DUMMY_PREFIX = 2
-WS_ESCAPE = 4
-WS_SUFFIX = 8
-
-
-@njit(cache=True, nogil=True)
-def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
-    """Apply sentencepiece's whitespace rules to charsmap-normalized ``buf[:n]``; returns output length.
-
-    Units are maximal runs of bytes with equal ``align`` (one per consumed input unit). Mirrors
-    ``Normalizer::Normalize`` after ``NormalizePrefix``: leading " " units skipped, dummy prefix,
-    per-unit leading-space removal after a space, " " -> U+2581, trailing space symbols trimmed.
-    O(n). Capacity: ``out`` >= 3 * n + 3, ``out_align`` one more.
-    """
-    remove_extra = (flags & WS_REMOVE_EXTRA) != 0
-    dummy = (flags & WS_DUMMY_PREFIX) != 0
-    escape = (flags & WS_ESCAPE) != 0
-    suffix = (flags & WS_SUFFIX) != 0
-    i = 0
-    if remove_extra:
-        # skip leading units equal to exactly " "
-        while i < n:
-            j = i + 1
-            while j < n and align[j] == align[i]:
-                j += 1
-            if j - i == 1 and buf[i] == 32:
-                i = j
-            else:
-                break
-    if i >= n:
-        out_align[0] = align[n]
-        return 0
-    m = 0
-    if dummy and not suffix:
-        if escape:
-            out[0] = 0xE2
-            out[1] = 0x96
-            out[2] = 0x81
-            out_align[0] = align[i]
-            out_align[1] = align[i]
-            out_align[2] = align[i]
-            m = 3
-        else:
-            out[0] = 32
-            out_align[0] = align[i]
-            m = 1
-    is_prev_space = remove_extra
-    while i < n:
-        j = i + 1
-        while j < n and align[j] == align[i]:
-            j += 1
-        unit_pos = align[i]
-        k = i
-        if is_prev_space:
-            while k < j and buf[k] == 32:
-                k += 1
-        if k < j:
-            for q in range(k, j):
-                b = buf[q]
-                if escape and b == 32:
-                    out[m] = 0xE2
-                    out[m + 1] = 0x96
-                    out[m + 2] = 0x81
-                    out_align[m] = unit_pos
-                    out_align[m + 1] = unit_pos
-                    out_align[m + 2] = unit_pos
-                    m += 3
-                else:
-                    out[m] = b
-                    out_align[m] = unit_pos
-                    m += 1
-            is_prev_space = buf[j - 1] == 32
-        if not remove_extra:
-            is_prev_space = False
-        i = j
-    consumed = align[n]
-    if remove_extra:
-        if escape:
-            while m >= 3 and out[m - 3] == 0xE2 and out[m - 2] == 0x96 and out[m - 1] == 0x81:
-                m -= 3
-                consumed = out_align[m]
-        else:
-            while m >= 1 and out[m - 1] == 32:
-                m -= 1
-                consumed = out_align[m]
-    if dummy and suffix:
-        if escape:
-            out[m] = 0xE2
-            out[m + 1] = 0x96
-            out[m + 2] = 0x81
-            out_align[m] = consumed
-            out_align[m + 1] = consumed
-            out_align[m + 2] = consumed
-            m += 3
-        else:
-            out[m] = 32
-            out_align[m] = consumed
-            m += 1
-    out_align[m] = consumed
-    return m
 
 
 class SentencePieceNormalizer:
@@ -137,10 +36,10 @@ class SentencePieceNormalizer:
         self.charsmap = None
         if blob:
             try:
-                from .charsmap import PrecompiledCharsmap
+                from tokjit.pipeline.charsmap import PrecompiledCharsmap
             except ImportError as exc:
                 raise UnsupportedComponentError(
-                    "this SentencePiece model has a precompiled charsmap, which needs tokjit.charsmap") from exc
+                    "this SentencePiece model has a precompiled charsmap, which needs tokjit.pipeline.charsmap") from exc
             self.charsmap = PrecompiledCharsmap(bytes(blob))
         flags = 0
         if config.get("remove_extra_whitespaces", True):
@@ -192,6 +91,5 @@ class SentencePieceNormalizer:
         return out[:m], out_align[:m + 1]
 
 
-register_normalizer("SentencePieceNormalizer")(SentencePieceNormalizer)
 
 __all__ = ["SentencePieceNormalizer", "sentencepiece_whitespace"]

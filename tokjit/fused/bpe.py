@@ -17,11 +17,11 @@ from unicodedata import is_normalized
 
 import numpy as np
 
-from .kernels import fused, structs
-from .fused_threads import utf8_bytes, writable_docs
-from .models import BPEModel, Workspace
-from .pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
-from .thread_pool import thread_pool
+from tokjit.kernels import fused, structs
+from tokjit.fused.threads import utf8_bytes, writable_docs
+from tokjit.models.bpe import BPEModel, Workspace
+from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
+from tokjit.thread_pool import thread_pool
 
 def _split_regex(pre) -> tuple[object, int, bool] | None:
     """(compiled regex, behaviour, invert) when ``pre`` is a single regex split."""
@@ -45,15 +45,15 @@ def _split_regex(pre) -> tuple[object, int, bool] | None:
 
 
 def fused_path_for(tok) -> "FusedBPE | None":
-    from .spm_fast_path import spm_fused_path_for
+    from tokjit.fused.spm import spm_fused_path_for
     spm_path = spm_fused_path_for(tok)  # SentencePiece-BPE .model pipelines have their own kernel
     if spm_path is not None:
         return spm_path
-    from .unigram_fast_path import hf_unigram_fused_path_for, unigram_fused_path_for
+    from tokjit.fused.unigram import hf_unigram_fused_path_for, unigram_fused_path_for
     unigram_path = unigram_fused_path_for(tok) or hf_unigram_fused_path_for(tok)  # Unigram pipelines
     if unigram_path is not None:
         return unigram_path
-    from .wordpiece_fast_path import wordpiece_fused_path_for
+    from tokjit.fused.wordpiece import wordpiece_fused_path_for
     wordpiece_path = wordpiece_fused_path_for(tok)  # BERT-style WordPiece pipelines have their own kernel
     if wordpiece_path is not None:
         return wordpiece_path
@@ -74,7 +74,7 @@ def fused_path_for(tok) -> "FusedBPE | None":
 
 def _unicode_form(normalizer) -> str | None:
     """"NFC" etc. when the normalizer is exactly one Unicode normal form (Qwen 2/2.5/3 use NFC)."""
-    from .normalizers import Sequence as NormSequence, UnicodeForm
+    from tokjit.pipeline.normalizers import Sequence as NormSequence, UnicodeForm
     steps = list(normalizer.steps) if type(normalizer) is NormSequence else [normalizer]
     if len(steps) == 1 and type(steps[0]) is UnicodeForm:
         return steps[0].form
@@ -198,7 +198,7 @@ class FusedPath:
 def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(writable uint8 buffer, starts, ends) of the UTF-8 of ``texts``; lone surrogates become U+FFFD
     (``text_to_utf8``). The buffer is writable so every kernel sees one array type."""
-    from .tokenizer import text_to_utf8
+    from tokjit.tokenizer import text_to_utf8
     encoded = []
     for t in texts:
         try:

@@ -43,7 +43,7 @@ U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000; U+001C-U+001F, U+200B, U+
 are not whitespace.
 """
 
-_DATA_PATH = os.path.join(os.path.dirname(__file__), "data", "unicode_tables.npz")
+_DATA_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "unicode_tables.npz")
 
 
 @functools.lru_cache(maxsize=None)

@@ -14,17 +14,15 @@ import os
 
 import numpy as np
 
-from .compile import pack_bytes
-from .errors import InputError, ModelFileError, UnsupportedComponentError
-from .kernels import wordpiece as K
-from .kernels.lookup import table_size
-from .models import model_mask, register_model
-from .normalizers import register_normalizer
-from .pre_tokenizers import Pieces, RegexSplitter, register_pre_tokenizer, split_pieces, BEHAVIORS
-from .spec import TokenizerSpec
-from .decoders import register_decoder
+from tokjit.compile import pack_bytes
+from tokjit.errors import InputError, ModelFileError
+from tokjit.kernels import wordpiece as K
+from tokjit.kernels.lookup import table_size
+from tokjit.models.bpe import model_mask
+from tokjit.pipeline.pre_tokenizers import Pieces, RegexSplitter, split_pieces, BEHAVIORS
+from tokjit.spec import TokenizerSpec
 
-_TABLES_PATH = os.path.join(os.path.dirname(__file__), "data", "bert_unicode.npz")
+_TABLES_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "bert_unicode.npz")
 
 
 class BertTables:
@@ -127,7 +125,6 @@ class BertNormalizer:
         return out[:m], out_align
 
 
-register_normalizer("BertNormalizer")(BertNormalizer)
 
 
 # ==================================================================================================
@@ -169,9 +166,6 @@ class Whitespace:
         return split_pieces(pieces, self.find, BEHAVIORS["Removed"], True)
 
 
-register_pre_tokenizer("BertPreTokenizer")(BertPreTokenizer)
-register_pre_tokenizer("WhitespaceSplit")(WhitespaceSplit)
-register_pre_tokenizer("Whitespace")(Whitespace)
 
 
 # ==================================================================================================
@@ -249,7 +243,6 @@ class WordPieceModel:
         return out_ids[:n], out_s[:n], out_e[:n]
 
 
-register_model("WordPiece")(WordPieceModel)
 
 
 # ==================================================================================================
@@ -284,7 +277,7 @@ class WordPieceDecoder:
         return self._forms
 
     def pieces_decoder(self, tok, special):
-        from .decoders import JoinedPieces
+        from tokjit.pipeline.decoders import JoinedPieces
         first, later = self._build_forms(tok)
         return JoinedPieces(later, special, lambda text, errors: text, first.__getitem__)
 
@@ -314,7 +307,6 @@ class WordPieceDecoder:
         return out
 
 
-register_decoder("WordPiece")(WordPieceDecoder)
 
 __all__ = ["BertNormalizer", "BertPreTokenizer", "Whitespace", "WhitespaceSplit", "WordPieceModel",
            "WordPieceDecoder", "Trie", "bert_tables", "cleanup"]

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 
 
-from .components import Registry
-from .errors import ModelFileError
+from tokjit.pipeline.registry import build_post_processor
+from tokjit.errors import ModelFileError
 
-POST_PROCESSORS = Registry("post-processor")
-POST_PROCESSOR_BUILDERS = POST_PROCESSORS.builders
-register_post_processor = POST_PROCESSORS.register
-build_post_processor = POST_PROCESSORS.build
 
 
 class TemplateProcessing:
@@ -72,8 +68,3 @@ class Sequence:
         return ids
 
 
-register_post_processor("TemplateProcessing")(TemplateProcessing)
-register_post_processor("BertProcessing")(BertProcessing)
-register_post_processor("RobertaProcessing")(BertProcessing)
-register_post_processor("ByteLevel")(Passthrough)
-register_post_processor("Sequence")(Sequence)

@@ -11,19 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compile import PairTable, TokenTable, check_ids, split_merge_rows
-from .components import Registry
-from .errors import ModelFileError, UnsupportedComponentError
-from .kernels import bpe as bpe_kernel
-from .spec import TokenizerSpec, TokenType
+from tokjit.compile import PairTable, TokenTable, check_ids, split_merge_rows
+from tokjit.errors import ModelFileError, UnsupportedComponentError
+from tokjit.kernels import bpe as bpe_kernel
+from tokjit.spec import TokenizerSpec, TokenType
 
-MODELS = Registry("model")
-MODEL_BUILDERS = MODELS.builders
-register_model = MODELS.register
-
-
-def build_model(spec: TokenizerSpec):
-    return MODELS.lookup(spec.model.get("type"))(spec)
 
 
 def model_mask(spec: TokenizerSpec) -> np.ndarray:
@@ -227,7 +219,7 @@ def _space_symbol_unsafe_prev(tokens: list[bytes], produced: np.ndarray, vocab: 
 
 
 def _lookup(vocab: TokenTable, data: bytes) -> int:
-    from .kernels.lookup import lookup_bytes
+    from tokjit.kernels.lookup import lookup_bytes
     buf = np.frombuffer(data, np.uint8)
     return int(lookup_bytes(buf, np.int64(0), np.int64(len(data)), vocab.blob, vocab.offsets, vocab.table))
 
@@ -281,10 +273,6 @@ def byte_fallback_ids(spec: TokenizerSpec) -> np.ndarray:
     return ids
 
 
-register_model("BPE")(BPEModel)
 
-__all__ = ["BPEModel", "Workspace", "build_model", "register_model", "byte_fallback_ids", "TokenType"]
+__all__ = ["BPEModel", "Workspace", "byte_fallback_ids", "TokenType"]
 
-from . import wordpiece as _wordpiece  # noqa: E402,F401  registers the WordPiece family (model and components)
-from . import unigram as _unigram  # noqa: E402,F401  registers "Unigram"
-from . import llamacpp_pretokenizer as _llamacpp  # noqa: E402,F401  registers the LlamaCpp* components of GGUF specs

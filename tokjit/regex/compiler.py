@@ -2,7 +2,7 @@
 
 Parses the regex dialect used by tokenizer pre-tokenizers (Python ``regex`` / Oniguruma /
 fancy-regex common subset) and emits flat numpy tables for the numba backtracking VM in
-:mod:`tokjit.pretokenize.regex_kernel`.
+:mod:`tokjit.kernels.regex_vm`.
 
 Supported: literals, ``.``, classes ``[...]`` with ranges/negation/nested escapes, ``\\s \\S \\d \\D
 \\w \\W``, ``\\p{..}``/``\\P{..}``/``\\pL`` (general categories, short and long names, ``LC``,
@@ -41,7 +41,7 @@ import tempfile
 
 import numpy as np
 
-from tokjit import unicode_tables as ut
+from tokjit.regex import unicode_tables as ut
 
 __all__ = [
     "UnsupportedPatternError",
@@ -637,7 +637,7 @@ def _first(node):
 # ----------------------------------------------------------------------------- code generation
 
 class Program:
-    """Flat tables for :func:`tokjit.pretokenize.regex_kernel.find_matches`."""
+    """Flat tables for :func:`tokjit.kernels.regex_vm.find_matches`."""
 
     def __init__(self, pattern, syntax, table, prog, rep_info, cls_ascii, cls_mask, cls_neg,
                  cls_roff, cls_ranges, gc, n_memo):
@@ -860,7 +860,7 @@ def _compiler_fingerprint() -> str:
 
 
 def _program_path(pattern: str, syntax: str, unicode_table: str) -> str | None:
-    from tokjit.cache import cache_dir
+    from tokjit.load.cache import cache_dir
     directory = cache_dir()
     if directory is None:
         return None

@@ -3,7 +3,7 @@
 Chosen by :func:`wordpiece_fused_path_for` when the pipeline is exactly: a ``BertNormalizer``, a
 ``BertPreTokenizer`` or ``WhitespaceSplit`` pre-tokenizer, a ``WordPiece`` model, and added tokens
 without lstrip/rstrip/single_word (raw or normalized). Batches use the document chunking and
-threading of :class:`tokjit.fast_path.FusedPath`.
+threading of :class:`tokjit.fused.bpe.FusedPath`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import threading
 
 import numpy as np
 
-from .compile import TokenTable
-from .fast_path import FusedPath, doc_sizes
-from .fused_threads import ThreadSpans, field, writable_docs
-from .kernels import structs
-from .kernels import wordpiece_fused as kernel
-from .models import model_mask
-from .wordpiece import BertNormalizer, BertPreTokenizer, WhitespaceSplit, WordPieceModel
+from tokjit.compile import TokenTable
+from tokjit.fused.bpe import FusedPath, doc_sizes
+from tokjit.fused.threads import ThreadSpans, field, writable_docs
+from tokjit.kernels import structs
+from tokjit.kernels import wordpiece_fused as kernel
+from tokjit.models.bpe import model_mask
+from tokjit.models.wordpiece import BertNormalizer, BertPreTokenizer, WhitespaceSplit, WordPieceModel
 
 _PRE_TOKENIZERS = (BertPreTokenizer, WhitespaceSplit)
 

@@ -24,11 +24,11 @@ import os
 
 import numpy as np
 
-from .errors import ModelFileError
-from .kernels import charsmap as kernel
-from .normalizers import identity_align, register_normalizer
+from tokjit.errors import ModelFileError
+from tokjit.kernels import charsmap as kernel
+from tokjit.pipeline.normalizers import identity_align
 
-_GRAPHEME_TABLE = os.path.join(os.path.dirname(__file__), "data", "grapheme_break.npz")
+_GRAPHEME_TABLE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "grapheme_break.npz")
 
 
 @functools.lru_cache(maxsize=None)
@@ -194,6 +194,5 @@ class Precompiled:
         return self.charsmap.normalize_hf(buf, align)
 
 
-register_normalizer("Precompiled")(Precompiled)
 
 __all__ = ["PrecompiledCharsmap", "Precompiled", "grapheme_properties"]

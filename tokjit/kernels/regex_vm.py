@@ -1,6 +1,7 @@
-"""Numba backtracking VM for tokjit's pre-tokenization regexes, plus the :class:`CompiledRegex` wrapper.
+"""Numba backtracking VM for tokjit's pre-tokenization regexes.
 
-The program comes from :mod:`tokjit.pretokenize.regex_compiler`.  Matching semantics mirror
+The program comes from :mod:`tokjit.regex.compiler`; :class:`tokjit.regex.compiled.CompiledRegex` is
+the Python entry point.  Matching semantics mirror
 the backtracking engines the references use (Python ``regex``, Oniguruma in HF tokenizers,
 fancy-regex in tiktoken): leftmost-first alternation, greedy/lazy/possessive quantifiers, atomic
 groups and lookaround, successive non-overlapping matches like ``finditer``.
@@ -10,13 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.pretokenize.regex_compiler import (  # noqa: F401  (re-exported)
-    Program,
-    UnsupportedPatternError,
-    compile_pattern,
-)
-
-__all__ = ["CompiledRegex", "RegexBudgetError", "UnsupportedPatternError", "find_matches"]
+__all__ = ["find_matches", "ERR_OUT_FULL", "ERR_STACK_FULL", "ERR_BUDGET"]
 
 # return codes
 ERR_OUT_FULL = -1
@@ -30,10 +25,6 @@ _F_LOOK_POS = 2    # a=saved pos
 _F_LOOK_NEG = 3    # a=saved pos b=continuation pc
 _F_GREEDY = 4      # a=next pc b=pos c=min pos
 _F_LAZY = 5        # a=rep pc b=pos c=count
-
-
-class RegexBudgetError(RuntimeError):
-    """The matcher exceeded its step budget even with memoization (pathological pattern)."""
 
 
 @njit(cache=True, nogil=True)
@@ -433,75 +424,3 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
     return n_out
 
 
-class CompiledRegex:
-    """A pre-tokenization regex compiled for the numba VM.
-
-    ``CompiledRegex(pattern, syntax="python", unicode_table="tokenizers")``; see
-    :mod:`tokjit.pretokenize.regex_compiler` for the supported syntax, the ``syntax`` choices
-    (anchor semantics of regex / Oniguruma / fancy-regex) and ``unicode_table`` (``"tokenizers"``
-    = Unicode 16 as HF tokenizers and tiktoken see it, ``"regex"`` = the regex module's newer
-    Unicode, ``"ucd"`` = this Python's unicodedata).
-    Raises :class:`UnsupportedPatternError` for constructs the VM does not implement.
-    """
-
-    def __init__(self, pattern: str, *, syntax: str = "python", unicode_table: str = "tokenizers",
-                 step_budget_per_byte: int = 256):
-        self.pattern = pattern
-        self.syntax = syntax
-        self.unicode_table = unicode_table
-        self.program = compile_pattern(pattern, syntax=syntax, unicode_table=unicode_table)
-        self._step_budget_per_byte = step_budget_per_byte
-
-    def __repr__(self):
-        return f"CompiledRegex({self.pattern!r}, syntax={self.syntax!r}, unicode_table={self.unicode_table!r})"
-
-    def find_spans(self, buf, start: int = 0, end: int | None = None):
-        """Byte spans ``(starts, ends)`` (int64 arrays) of all successive matches in UTF-8 ``buf``.
-
-        ``buf`` is ``bytes``/``bytearray``/uint8 array holding valid UTF-8 (``str`` is encoded);
-        ``[start, end)`` must lie on character boundaries and is treated as the whole subject.
-        """
-        if isinstance(buf, str):
-            buf = buf.encode("utf-8")
-        arr = np.frombuffer(buf, np.uint8) if not isinstance(buf, np.ndarray) else buf
-        if end is None:
-            end = arr.shape[0]
-        n = end - start
-        prog = self.program
-        out_cap = n // 2 + 16
-        starts = np.empty(out_cap, np.int64)
-        ends = np.empty(out_cap, np.int64)
-        use_memo = 0
-        stack = np.empty(4096, np.int64)
-        while True:
-            if use_memo:
-                budget = (64 + 16 * prog.prog.shape[0]) * (n + 1) + 10_000_000
-            else:
-                budget = self._step_budget_per_byte * (n + 1) + 100_000
-            params = np.array([use_memo, budget, prog.n_memo], np.int64)
-            r = find_matches(arr, start, end, prog.prog, prog.rep_info, prog.cls_ascii,
-                             prog.cls_mask, prog.cls_neg, prog.cls_roff, prog.cls_ranges, prog.gc,
-                             params, starts, ends, stack)
-            if r >= 0:
-                return starts[:r].copy(), ends[:r].copy()
-            if r == ERR_OUT_FULL:
-                out_cap = 2 * n + 16
-                starts = np.empty(out_cap, np.int64)
-                ends = np.empty(out_cap, np.int64)
-            elif r == ERR_STACK_FULL:
-                need = (prog.n_memo * (n + 1) + 63) // 64 + 64 if use_memo else 0
-                stack = np.empty(max(2 * stack.shape[0], need + 4096), np.int64)
-            elif r == ERR_BUDGET:
-                if use_memo:
-                    raise RegexBudgetError(
-                        f"regex {self.pattern!r} exceeded its step budget on {n} bytes "
-                        "even with memoization")
-                use_memo = 1
-            else:  # pragma: no cover
-                raise RuntimeError(f"find_matches returned {r}")
-
-    def find_all(self, text: str) -> list[str]:
-        """Convenience: the matched substrings of ``text`` (like ``regex.findall`` without groups)."""
-        b = text.encode("utf-8")
-        s, e = self.find_spans(b)
-        return [b[i:j].decode("utf-8") for i, j in zip(s.tolist(), e.tolist())]

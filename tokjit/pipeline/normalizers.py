@@ -13,13 +13,9 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from .components import Registry
-from .errors import UnsupportedComponentError
+from tokjit.pipeline.registry import build_normalizer
+from tokjit.errors import UnsupportedComponentError
 
-NORMALIZERS = Registry("normalizer")
-NORMALIZER_BUILDERS = NORMALIZERS.builders
-register_normalizer = NORMALIZERS.register
-build_normalizer = NORMALIZERS.build
 
 
 def identity_align(buf: np.ndarray, align: np.ndarray | None) -> np.ndarray:
@@ -243,16 +239,6 @@ class Sequence:
         return buf, align
 
 
-register_normalizer("Lowercase")(Lowercase)
-for _form in ("NFC", "NFD", "NFKC", "NFKD"):
-    register_normalizer(_form)(UnicodeForm)
-register_normalizer("Replace")(Replace)
-register_normalizer("Prepend")(Prepend)
-register_normalizer("Strip")(Strip)
-register_normalizer("Sequence")(Sequence)
-
-from . import charsmap as _charsmap  # noqa: E402,F401  registers "Precompiled" (needs the names above)
-from . import sentencepiece_normalizer as _spm_normalizer  # noqa: E402,F401  registers "SentencePieceNormalizer"
 
 
 class StripAccents:
@@ -266,4 +252,3 @@ class StripAccents:
         return map_chars(buf, align, lambda ch: "" if unicodedata.category(ch)[0] == "M" else ch)
 
 
-register_normalizer("StripAccents")(StripAccents)

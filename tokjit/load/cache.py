@@ -22,8 +22,8 @@ import tempfile
 
 import numpy as np
 
-from .compile import pack_bytes
-from .spec import AddedToken, PackedBytes, TokenizerSpec
+from tokjit.compile import pack_bytes
+from tokjit.spec import AddedToken, PackedBytes, TokenizerSpec
 
 MAGIC = b"TOKJITC1"
 FORMAT_VERSION = 1
@@ -41,12 +41,13 @@ _CODE_FINGERPRINT: str | None = None
 
 
 def code_fingerprint() -> str:
-    """Hash of the loader sources: a spec cached by other loader code is never reused."""
+    """Hash of every source whose output the cache stores (the loaders, the spec, the vocabulary
+    compiler and the hash layout it uses): a spec cached by other code is never reused."""
     global _CODE_FINGERPRINT
     if _CODE_FINGERPRINT is None:
-        here = os.path.dirname(os.path.abspath(__file__))
-        files = [os.path.join(here, "spec.py"), os.path.join(here, "cache.py")]
-        load_dir = os.path.join(here, "load")
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        load_dir = os.path.join(package, "load")
+        files = [os.path.join(package, name) for name in _FINGERPRINTED]
         files += sorted(os.path.join(load_dir, f) for f in os.listdir(load_dir) if f.endswith(".py"))
         digest = hashlib.sha256()
         for path in files:
@@ -56,8 +57,12 @@ def code_fingerprint() -> str:
     return _CODE_FINGERPRINT
 
 
+# besides load/*.py (this file among them); paths relative to the package
+_FINGERPRINTED = ("spec.py", "compile.py", os.path.join("kernels", "lookup.py"))
+
+
 def cache_key(source_sha256: str, options: dict) -> str:
-    from . import __version__
+    from tokjit import __version__
     blob = json.dumps({"src": source_sha256, "opt": options, "v": __version__, "f": FORMAT_VERSION,
                        "code": code_fingerprint()}, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()

@@ -7,7 +7,7 @@ import json
 import threading
 from importlib import resources
 
-from .errors import UnknownEncodingError
+from tokjit.errors import UnknownEncodingError
 
 _LOCK = threading.RLock()
 _CACHE: dict[str, object] = {}
@@ -24,7 +24,7 @@ def list_encoding_names() -> list[str]:
 
 def get_encoding(name: str):
     """A bundled encoding (``o200k_base``, ``cl100k_base``, ``p50k_base``, ``r50k_base``, ...)."""
-    from .load import load_bytes
+    from tokjit.load import load_bytes
 
     with _LOCK:
         if name in _CACHE:

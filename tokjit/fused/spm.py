@@ -3,7 +3,7 @@
 Chosen by :func:`spm_fused_path_for` when the pipeline is exactly: a ``SentencePieceNormalizer``
 without charsmap, or tokenizer.json components that amount to one (see :func:`_hf_whitespace_flags`),
 no pre-tokenizer, a BPE model, added tokens without lstrip/rstrip/single_word.
-Batches use the document chunking and threading of :class:`tokjit.fast_path.FusedPath`.
+Batches use the document chunking and threading of :class:`tokjit.fused.bpe.FusedPath`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ import threading
 
 import numpy as np
 
-from .fast_path import FusedPath, PieceCache, doc_sizes
-from .fused_threads import ThreadSpans, writable_docs
-from .kernels import spm_fused as kernel
-from .kernels import structs
-from .models import BPEModel, Workspace
-from .sentencepiece_normalizer import WS_DUMMY_PREFIX, WS_ESCAPE, SentencePieceNormalizer
+from tokjit.fused.bpe import FusedPath, PieceCache, doc_sizes
+from tokjit.fused.threads import ThreadSpans, writable_docs
+from tokjit.kernels import spm_fused as kernel
+from tokjit.kernels import structs
+from tokjit.models.bpe import BPEModel, Workspace
+from tokjit.kernels.spm_whitespace import WS_DUMMY_PREFIX, WS_ESCAPE
+from tokjit.pipeline.sentencepiece_normalizer import SentencePieceNormalizer
 
 
 def spm_fused_path_for(tok) -> "FusedSentencePiece | None":
@@ -44,8 +45,8 @@ def _hf_whitespace_flags(tok):
     non-empty segment, as the dummy prefix is added) the dummy prefix, in either order (Mistral,
     Llama 2 conversions); a ``Split`` on the literal " " after it can never match, so it is the no-op
     it is in Gemma 3's file (not inverted: an inverted split with no match would drop the text)."""
-    from .normalizers import Prepend, Replace, Sequence as NormSequence
-    from .pre_tokenizers import Split
+    from tokjit.pipeline.normalizers import Prepend, Replace, Sequence as NormSequence
+    from tokjit.pipeline.pre_tokenizers import Split
 
     norm = tok.normalizer
     steps = list(norm.steps) if type(norm) is NormSequence else [norm]

@@ -14,14 +14,10 @@ from operator import itemgetter
 import numpy as np
 from numba import njit
 
-from .components import Registry
-from .errors import UnsupportedComponentError
-from .spec import PackedBytes
+from tokjit.pipeline.registry import build_decoder
+from tokjit.errors import UnsupportedComponentError
+from tokjit.spec import PackedBytes
 
-DECODERS = Registry("decoder")
-DECODER_BUILDERS = DECODERS.builders
-register_decoder = DECODERS.register
-build_decoder = DECODERS.build
 
 
 @njit(cache=True, nogil=True)
@@ -75,8 +71,6 @@ class Sequence:
         return tokens
 
 
-register_decoder("ByteLevel")(ByteLevel)
-register_decoder("Sequence")(Sequence)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -255,7 +249,7 @@ class FastChain:
 
     def build(self, tokenizer):
         if self.table is None:
-            from .compile import pack_bytes
+            from tokjit.compile import pack_bytes
             n = tokenizer.vocab_size
             self.table = pack_bytes([self.token_bytes(tokenizer.id_to_token(i), 1) for i in range(n)])
         return self.table
@@ -549,7 +543,7 @@ class SentencePieceDecoder:
         denorm = config.get("denormalizer")
         self.denormalizer = None
         if denorm:
-            from .normalizers import build_normalizer
+            from tokjit.pipeline.registry import build_normalizer
             self.denormalizer = build_normalizer(denorm)
         self._table = None
         self._piece_index = None
@@ -558,8 +552,8 @@ class SentencePieceDecoder:
     def _setup(self, tokenizer):
         if self._table is not None:
             return
-        from .compile import pack_bytes
-        from .spec import TokenType
+        from tokjit.compile import pack_bytes
+        from tokjit.spec import TokenType
         spec = tokenizer.spec
         types = np.asarray(spec.token_types)
         n = tokenizer.vocab_size
@@ -722,9 +716,3 @@ class SentencePiecePieces(JoinedPieces):
         return self.finish(joined, errors)
 
 
-register_decoder("Replace")(Replace)
-register_decoder("ByteFallback")(ByteFallback)
-register_decoder("Fuse")(Fuse)
-register_decoder("Strip")(Strip)
-register_decoder("Metaspace")(Metaspace)
-register_decoder("SentencePieceDecoder")(SentencePieceDecoder)

@@ -30,19 +30,19 @@ import os
 import numpy as np
 from numba import njit
 
-from .added_tokens import _trie_child
-from .errors import InputError, UnsupportedComponentError
-from .models import register_model
-from .load.gguf_pretypes import custom_splitter
-from .pretokenize.regex_kernel import find_matches
-from .pre_tokenizers import BEHAVIORS, Pieces, RegexSplitter, apply_split_behavior, register_pre_tokenizer
+from tokjit.kernels.added_tokens import _trie_child
+from tokjit.errors import InputError, UnsupportedComponentError
+from tokjit.load.gguf_pretypes import custom_splitter
+from tokjit.kernels.regex_vm import find_matches
+from tokjit.kernels.split import apply_split_behavior
+from tokjit.pipeline.pre_tokenizers import BEHAVIORS, Pieces, RegexSplitter
 
 # category codes of data/llamacpp_unicode.npz (scripts/gen_llamacpp_unicode.py)
 UNDEF, NUMBER, LETTER, SEPARATOR, MARK, PUNCT, SYMBOL, CONTROL = range(8)
 WS_BIT = 0x80
 CAT_MASK = 0x7F
 
-_DATA = os.path.join(os.path.dirname(__file__), "data", "llamacpp_unicode.npz")
+_DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "llamacpp_unicode.npz")
 
 
 @functools.lru_cache(maxsize=None)
@@ -642,7 +642,7 @@ class _ViewRegex:
         self.find = None
         self.compiled = None
         try:
-            from .pretokenize import CompiledRegex, UnsupportedPatternError
+            from tokjit.regex import CompiledRegex, UnsupportedPatternError
             try:
                 self.compiled = CompiledRegex(self.translated, syntax="python")
                 self.find = self.compiled.find_spans
@@ -744,7 +744,6 @@ class LlamaCppRegexSplit:
         return np.concatenate(out_s), np.concatenate(out_e)
 
 
-register_pre_tokenizer("LlamaCppRegexSplit")(LlamaCppRegexSplit)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -868,7 +867,6 @@ class LlamaCppWpm:
         return pieces.derive(out[:m], ws_[:k].copy(), we[:k].copy(), align)
 
 
-register_pre_tokenizer("LlamaCppWpm")(LlamaCppWpm)
 
 
 @njit(cache=True, nogil=True)
@@ -956,7 +954,6 @@ class LlamaCppRwkv:
         return out_ids[:n], out_s[:n], out_e[:n]
 
 
-register_model("LlamaCppRwkv")(LlamaCppRwkv)
 
 
 @njit(cache=True, nogil=True)
@@ -1021,4 +1018,3 @@ class LlamaCppWhitespaceSegments:
         return pieces.derive(out[:m], rs[:k].copy(), re_[:k].copy(), align)
 
 
-register_pre_tokenizer("LlamaCppWhitespaceSegments")(LlamaCppWhitespaceSegments)

@@ -1,0 +1,137 @@
+"""Pre-tokenizer span kernels: HF's split behaviours over regex matches, and the Metaspace split."""
+
+from __future__ import annotations
+
+from numba import njit
+
+
+@njit(cache=True, nogil=True)
+def apply_split_behavior(seg_start, seg_end, m_starts, m_ends, n_matches, behavior, invert,
+                         out_starts, out_ends, n_out):
+    """Turn the matches inside one piece into sub-pieces, appending at ``out_*[n_out:]``.
+
+    Mirrors HF ``NormalizedString::split``: the piece is cut into alternating match / gap spans,
+    ``invert`` swaps which is which, then the behaviour keeps, isolates or merges the match spans.
+    Empty spans are dropped. O(n_matches). Capacity needed: 2 * n_matches + 1.
+    """
+    pos = seg_start
+    prev_match = False
+    k = 0
+    while True:
+        # next span: a gap [pos, m_start) or the match itself
+        if k < n_matches and m_starts[k] == pos and m_ends[k] > m_starts[k]:
+            s = m_starts[k]
+            e = m_ends[k]
+            is_match = True
+            k += 1
+        elif k < n_matches and m_starts[k] == pos:
+            k += 1  # empty match: no span
+            continue
+        else:
+            s = pos
+            e = m_starts[k] if k < n_matches else seg_end
+            is_match = False
+        if e <= s:
+            break
+        pos = e
+        if invert:
+            is_match = not is_match
+        if behavior == 0:  # Removed
+            if not is_match:
+                out_starts[n_out] = s
+                out_ends[n_out] = e
+                n_out += 1
+        elif behavior == 1:  # Isolated
+            out_starts[n_out] = s
+            out_ends[n_out] = e
+            n_out += 1
+        elif behavior == 2:  # MergedWithPrevious: a match joins the span before it (if not a match)
+            if is_match and not prev_match and n_out > 0 and out_ends[n_out - 1] == s:
+                out_ends[n_out - 1] = e
+            else:
+                out_starts[n_out] = s
+                out_ends[n_out] = e
+                n_out += 1
+        elif behavior == 3:  # MergedWithNext: a gap joins the match just before it
+            if prev_match and not is_match and n_out > 0 and out_ends[n_out - 1] == s:
+                out_ends[n_out - 1] = e
+            else:
+                out_starts[n_out] = s
+                out_ends[n_out] = e
+                n_out += 1
+        else:  # Contiguous: consecutive spans of the same kind merge
+            if is_match == prev_match and n_out > 0 and out_ends[n_out - 1] == s:
+                out_ends[n_out - 1] = e
+            else:
+                out_starts[n_out] = s
+                out_ends[n_out] = e
+                n_out += 1
+        prev_match = is_match
+    return n_out
+
+
+@njit(cache=True, nogil=True)
+def metaspace_pieces(buf, align, starts, ends, n_pieces, rep, prepend, split,
+                     out_buf, out_align, out_starts, out_ends):
+    """HF ``Metaspace`` over every piece: " " -> ``rep``; ``rep`` prepended where ``prepend[i]`` and
+    the piece does not already start with it; with ``split``, a new piece starts at every ``rep``
+    (``MergedWithNext``). Returns (bytes written, pieces written). O(total bytes). Capacity:
+    ``out_buf``/``out_align`` >= len(rep) * (bytes + pieces) (+1 for align), pieces >= bytes + pieces.
+    """
+    r = rep.shape[0]
+    m = 0
+    k = 0
+    for i in range(n_pieces):
+        s = starts[i]
+        e = ends[i]
+        if e <= s:
+            continue
+        begin = m
+        starts_with = e - s >= r
+        if starts_with:
+            for t in range(r):
+                if buf[s + t] != rep[t]:
+                    starts_with = False
+                    break
+        if buf[s] == 32:  # HF checks after replacing spaces, so a leading space counts as ``rep``
+            starts_with = True
+        if prepend[i] and not starts_with:
+            for t in range(r):
+                out_buf[m] = rep[t]
+                out_align[m] = align[s]
+                m += 1
+        for j in range(s, e):
+            if buf[j] == 32:
+                for t in range(r):
+                    out_buf[m] = rep[t]
+                    out_align[m] = align[j]
+                    m += 1
+            else:
+                out_buf[m] = buf[j]
+                out_align[m] = align[j]
+                m += 1
+        if not split:
+            out_starts[k] = begin
+            out_ends[k] = m
+            k += 1
+            continue
+        piece_start = begin
+        j = begin + 1
+        while j + r <= m:
+            hit = True
+            for t in range(r):
+                if out_buf[j + t] != rep[t]:
+                    hit = False
+                    break
+            if hit:
+                out_starts[k] = piece_start
+                out_ends[k] = j
+                k += 1
+                piece_start = j
+                j += r
+            else:
+                j += 1
+        out_starts[k] = piece_start
+        out_ends[k] = m
+        k += 1
+    return m, k
