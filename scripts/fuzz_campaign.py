@@ -29,7 +29,7 @@ def run(cmd, env):
 ATHERIS_LOADERS = r'''
 import sys, atheris
 import tokjit  # numba kernels must stay uninstrumented: numba cannot compile atheris' hooks
-from tokjit.load import load_bytes
+from tokjit.api import load_bytes
 import tokjit.load.gguf_file  # has a kernel
 with atheris.instrument_imports(include=["tokjit.load.hf_json", "tokjit.load.hf_unigram",
                                          "tokjit.load.hf_wordpiece", "tokjit.load.tiktoken_file",

@@ -807,7 +807,7 @@ def run_worker(family: str) -> int:
     import numpy as np
 
     import tokjit
-    from tokjit.load import load_bytes
+    from tokjit.api import load_bytes
 
     pat = json.loads(data_path("tiktoken", "encodings.json").read_text())["r50k_base"]["pat_str"]
     kwargs = {"pat_str": pat} if family == "tiktoken" else {}
@@ -966,7 +966,7 @@ def test_lone_surrogate_escapes_name_file_and_key(shared, family):
     import tokenizers
 
     import tokjit
-    from tokjit.load import load_bytes
+    from tokjit.api import load_bytes
 
     cases = [(label, data) for label, data in surrogate_cases(family, TOKENIZER_JSON_BUILDERS[family]())
              if "-surrogate@" in label]
@@ -989,7 +989,7 @@ def test_escaped_surrogate_pairs_load_like_the_reference(shared, family):
     import tokenizers
 
     import tokjit
-    from tokjit.load import load_bytes
+    from tokjit.api import load_bytes
 
     loaded = 0
     for label, data in surrogate_cases(family, TOKENIZER_JSON_BUILDERS[family]()):
@@ -1016,7 +1016,7 @@ def test_surrogate_bytes_in_other_formats_name_the_place(shared):
     and the line or field. (.tiktoken tokens and .model pieces are bytes to their references, which
     load such files; the worker above checks that tokjit loads them to the same ids.)"""
     import tokjit
-    from tokjit.load import load_bytes
+    from tokjit.api import load_bytes
 
     def case(generator, family, label):
         return next(data for name, data in generator(family) if name == f"{family}:{label}")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tokjit.errors import ModelFileError, UnsupportedComponentError
-from tokjit.load import load_bytes
+from tokjit.api import load_bytes
 from tokjit.load.gguf_file import read_gguf_metadata
 
 gguf = pytest.importorskip("gguf")

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import corpus_lines
 
-from tokjit.load import load_bytes
+from tokjit.api import load_bytes
 from tokjit.spec import TokenType
 
 gguf = pytest.importorskip("gguf")

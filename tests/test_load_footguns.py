@@ -16,7 +16,7 @@ def test_file_contents_instead_of_a_path(shared):
         message = str(info.value)
         assert len(message) < 400 and "file contents" in message and "load_bytes" in message
     # the pointed-to helper does load them, to the same ids as the file
-    from tokjit.load import load_bytes
+    from tokjit.api import load_bytes
     text = "Hello world, it's me"
     assert load_bytes(path.read_bytes()).encode(text) == tokjit.load(path).encode(text)
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tokjit import precompile as pre
-from tokjit.load import load_bytes
+from tokjit.api import load_bytes
 
 tokenizers = pytest.importorskip("tokenizers")
 spm = pytest.importorskip("sentencepiece")

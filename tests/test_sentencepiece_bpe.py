@@ -265,7 +265,7 @@ def test_hf_metaspace_components():
     decoders, on a small vocabulary, against HF ``tokenizers`` built from the same JSON."""
     import json
 
-    from tokjit.load import load_bytes
+    from tokjit.api import load_bytes
     vocab = {"<unk>": 0, "\u2581": 1, "a": 2, "b": 3, "c": 4, "\u2581a": 5, "\u2581b": 6, "ab": 7, "\u2581ab": 8,
              "\u2581\u2581": 9, "x": 10, "\u2581c": 11}
     merges = [["\u2581", "a"], ["a", "b"], ["\u2581", "ab"], ["\u2581a", "b"], ["\u2581", "\u2581"], ["\u2581", "b"],
@@ -314,7 +314,7 @@ def test_hf_metaspace_components():
 # ------------------------------------------------------------------------------------------------
 
 def _load_or_error(data: bytes):
-    from tokjit.load import load_bytes
+    from tokjit.api import load_bytes
     try:
         tok = load_bytes(data, fmt="sentencepiece", use_cache=False)
     except TokjitError as exc:

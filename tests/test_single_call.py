@@ -14,7 +14,7 @@ import pytest
 
 import tokjit
 from conftest import shared_path
-from tokjit.fused.bpe import FusedPath
+from tokjit.fused.driver import FusedPath
 
 FAMILIES = {
     "llama2 .model (SentencePiece-BPE)": (("spm", "llama2", "tokenizer.model"), "sentencepiece"),

@@ -10,20 +10,18 @@ Public API::
 
 from tokjit.errors import (CacheError, InputError, ModelFileError, TextTypeError, TokenIdTypeError,
                      TokenizerFileNotFoundError, TokjitError, UnknownEncodingError, UnsupportedComponentError)
-from tokjit.load import detect_format, load
+from tokjit.api import from_pretrained, get_encoding, list_encoding_names, load
 from tokjit.compat.models import encoding_for_model, encoding_name_for_model
-from tokjit.load.pretrained import from_pretrained
-from tokjit.load.encodings import get_encoding, list_encoding_names
+from tokjit.kernels import compile_notice as _compile_notice
+from tokjit.load import detect_format
 from tokjit.spec import AddedToken, TokenizerSpec, TokenType
 from tokjit.tokenizer import Tokenizer
-from tokjit.kernels import compile_notice as _compile_notice
+from tokjit.version import __version__
 
 _compile_notice.install()
 
-__version__ = "0.1.0"
-
 __all__ = [
-    "load", "from_pretrained", "get_encoding", "list_encoding_names", "encoding_for_model",
+    "__version__", "load", "from_pretrained", "get_encoding", "list_encoding_names", "encoding_for_model",
     "encoding_name_for_model", "detect_format", "Tokenizer", "TokenizerSpec",
     "AddedToken", "TokenType", "TokjitError", "ModelFileError", "UnsupportedComponentError",
     "UnknownEncodingError", "InputError", "TextTypeError", "TokenIdTypeError", "CacheError",

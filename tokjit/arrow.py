@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.tokenizer import text_to_utf8
+from tokjit.text import text_to_utf8
 
 
 def _pyarrow():

@@ -158,7 +158,7 @@ SAMPLE = ["hello world, hello!", "", "  héllo\tworld 123 東京 <|end|></s> [SE
 
 def _exercise(family: str) -> tuple[str, float]:
     """Load the family's tiny tokenizer and run every entry point once (compiling what is missing)."""
-    from tokjit.load import load_bytes
+    from tokjit.api import load_bytes
     t0 = time.perf_counter()
     tok = load_bytes(FAMILIES[family](), use_cache=False)
     for parse_special in (False, True):

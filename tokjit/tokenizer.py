@@ -13,7 +13,7 @@ import numpy as np
 from tokjit.pipeline import decoders as decoders_mod
 from tokjit.compat.transformers import TransformersMixin
 from tokjit.pipeline.added_tokens import AddedTokenMatcher
-from tokjit.fused.bpe import fused_path_for
+from tokjit.fused import fused_path_for
 from tokjit.errors import InputError, TextTypeError, UnknownEncodingError
 from tokjit.models.bpe import Workspace
 from tokjit.pipeline.pre_tokenizers import Pieces
@@ -22,21 +22,10 @@ from tokjit.pipeline.registry import (build_decoder, build_model, build_normaliz
 from tokjit.serving import metrics as _metrics
 from tokjit.spec import TokenizerSpec, TokenType
 from tokjit.thread_pool import thread_pool
+from tokjit.text import text_to_utf8
 from tokjit.token_ids import as_token_id, id_array
 
 _EMPTY_I64 = np.zeros(0, np.int64)
-
-
-def text_to_utf8(text: str) -> np.ndarray:
-    """UTF-8 bytes of ``text``; lone surrogates (not encodable) become U+FFFD, as tiktoken does."""
-    if not isinstance(text, str):
-        raise TextTypeError(f"expected str, got {type(text).__name__}")
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError:
-        data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
-    # writable, so every kernel is compiled for one array type
-    return np.frombuffer(bytearray(data), np.uint8)
 
 
 def _text_list(texts) -> list:
@@ -78,6 +67,9 @@ class Tokenizer(TransformersMixin):
     Thread-safe: the compiled arrays are read-only and every call uses its own (thread-local)
     scratch buffers, so one tokenizer may be shared by many threads.
     """
+
+    # set by tokjit.api on tokenizers loaded from a file or a bundled name: rebuilds one from its origin
+    _rebuild = None
 
     def __init__(self, spec: TokenizerSpec):
         self.spec = spec
@@ -490,7 +482,10 @@ class Tokenizer(TransformersMixin):
     def __reduce__(self):
         # Pickles as where it came from (path + SHA-256 + load options, or a bundled name), not as
         # arrays: a Dask task carries a few hundred bytes and each worker rebuilds from its cache.
-        return (_rebuild_tokenizer, (_pickle_origin(self),))
+        origin = _pickle_origin(self)
+        if origin[0] == "spec":
+            return (_tokenizer_from_spec_bytes, (origin[1],))
+        return (self._rebuild, (origin,))
 
     # ==============================================================================================
     # Vocabulary
@@ -544,49 +539,22 @@ class Tokenizer(TransformersMixin):
                 f"vocab={self.vocab_size}>")
 
 
-_REBUILT: dict = {}
-_REBUILT_LOCK = threading.Lock()
-
-
 def _pickle_origin(tok) -> tuple:
     source = tok.spec.source
     name, path = source.get("name"), source.get("path")
-    if name and str(path).startswith("<bundled"):
+    if name and str(path).startswith("<bundled") and tok._rebuild is not None:
         return ("bundled", name)
     options = getattr(tok, "_load_options", None)
-    if options is not None and path and os.path.isfile(path):
+    if options is not None and path and os.path.isfile(path) and tok._rebuild is not None:
         return ("file", os.path.abspath(path), source.get("sha256"), tuple(sorted(options.items())))
     # built from bytes in memory: nothing to point at, so the spec itself travels
     from tokjit.load.cache import spec_to_bytes
     return ("spec", spec_to_bytes(tok.spec))
 
 
-def _rebuild_tokenizer(origin: tuple) -> "Tokenizer":
-    """Inverse of :meth:`Tokenizer.__reduce__`; one tokenizer per origin per process, so a worker
-    compiles the vocabulary once however many tasks it runs."""
-    if origin[0] == "spec":
-        from tokjit.load.cache import spec_from_bytes
-        return Tokenizer(spec_from_bytes(origin[1]))
-    key = repr(origin)
-    with _REBUILT_LOCK:
-        tok = _REBUILT.get(key)
-        if tok is not None:
-            return tok
-        if origin[0] == "bundled":
-            from tokjit.load.encodings import get_encoding
-            tok = get_encoding(origin[1])
-        else:
-            from tokjit.errors import ModelFileError
-            from tokjit.load import load
-            _, path, sha, options = origin
-            tok = load(path, **{k: v for k, v in options if k != "path"})
-            if sha is not None and tok.spec.source.get("sha256") != sha:
-                raise ModelFileError(
-                    f"tokenizer file changed since it was pickled: sha256 {tok.spec.source.get('sha256')} "
-                    f"on this machine, {sha} where it was pickled; ship the same file to every worker",
-                    path=path)
-        _REBUILT[key] = tok
-        return tok
+def _tokenizer_from_spec_bytes(data: bytes) -> "Tokenizer":
+    from tokjit.load.cache import spec_from_bytes
+    return Tokenizer(spec_from_bytes(data))
 
 
 __all__ = ["Tokenizer", "Encoding", "text_to_utf8", "UnknownEncodingError"]

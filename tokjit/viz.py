@@ -15,7 +15,7 @@ import html
 import numpy as np
 
 from tokjit.spec import TokenType
-from tokjit.tokenizer import text_to_utf8
+from tokjit.text import text_to_utf8
 
 # pastel backgrounds, distinguishable next to each other, readable with black text
 _PALETTE = ("#ffd6a5", "#caffbf", "#9bf6ff", "#bdb2ff", "#ffc6ff", "#fdffb6", "#a0c4ff", "#ffadad")

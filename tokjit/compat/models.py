@@ -93,5 +93,5 @@ def encoding_name_for_model(model_name: str) -> str:
 
 def encoding_for_model(model_name: str):
     """The bundled tokjit tokenizer for a model name (``tokjit.encoding_for_model("gpt-4o")``)."""
-    from tokjit.load.encodings import get_encoding
+    from tokjit.api import get_encoding
     return get_encoding(encoding_name_for_model(model_name))

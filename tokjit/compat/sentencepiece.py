@@ -56,7 +56,7 @@ class SentencePieceProcessor:
     # ----------------------------------------------------------------------------------------------
 
     def Load(self, model_file=None, model_proto: bytes | None = None) -> bool:
-        from tokjit.load import load, load_bytes
+        from tokjit.api import load, load_bytes
         if model_proto is not None:
             tok = load_bytes(bytes(model_proto), fmt="sentencepiece")
         else:

@@ -414,7 +414,7 @@ _REGISTRY_LOCK = threading.Lock()
 def get_encoding(encoding_name: str) -> Encoding:
     """A bundled encoding by name (``o200k_base``, ``cl100k_base``, ``gpt2``, ...); one object per
     name per process."""
-    from tokjit.load.encodings import get_encoding as get_tokenizer
+    from tokjit.api import get_encoding as get_tokenizer
     with _REGISTRY_LOCK:
         enc = _REGISTRY.get(encoding_name)
         if enc is None:

@@ -1,13 +1,10 @@
-"""The fused encode path: one kernel call per document batch for regex-split byte-level BPE.
+"""The fused path of regex-split byte-level BPE: one kernel call per text or per batch chunk.
 
-:class:`FusedBPE` is built by :func:`fused_path_for` when a tokenizer's pipeline is exactly "no
-normalizer, one regex split (optionally followed by a byte-level no-op), BPE, added tokens without
-lstrip/rstrip/single_word"; every other tokenizer uses the staged pipeline in ``tokenizer.py``. Both
-paths produce the same ids (the parity tests run through this one for tiktoken, Llama 3, GPT-4o).
-
-Threading: each Python thread works on its own contiguous chunk of documents with its own
-workspaces and calls the ``nogil`` kernel once per chunk; no numba ``parallel`` code is involved,
-so concurrent calls from many Python threads are safe.
+:class:`FusedBPE` is built by :func:`bpe_fused_path_for` when a tokenizer's pipeline is exactly "no
+normalizer (or one Unicode normal form), one regex split (optionally followed by a byte-level no-op),
+BPE, added tokens without lstrip/rstrip/single_word"; other BPE tokenizers use the staged pipeline in
+``tokenizer.py``. Both paths produce the same ids (the parity tests run through this one for tiktoken,
+Llama 3, GPT-4o, Qwen).
 """
 
 from __future__ import annotations
@@ -18,10 +15,10 @@ from unicodedata import is_normalized
 import numpy as np
 
 from tokjit.kernels import fused, structs
+from tokjit.fused.driver import FusedPath, PieceCache, doc_sizes
 from tokjit.fused.threads import utf8_bytes, writable_docs
 from tokjit.models.bpe import BPEModel, Workspace
 from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
-from tokjit.thread_pool import thread_pool
 
 def _split_regex(pre) -> tuple[object, int, bool] | None:
     """(compiled regex, behaviour, invert) when ``pre`` is a single regex split."""
@@ -44,19 +41,9 @@ def _split_regex(pre) -> tuple[object, int, bool] | None:
     return None
 
 
-def fused_path_for(tok) -> "FusedBPE | None":
-    from tokjit.fused.spm import spm_fused_path_for
-    spm_path = spm_fused_path_for(tok)  # SentencePiece-BPE .model pipelines have their own kernel
-    if spm_path is not None:
-        return spm_path
-    from tokjit.fused.unigram import hf_unigram_fused_path_for, unigram_fused_path_for
-    unigram_path = unigram_fused_path_for(tok) or hf_unigram_fused_path_for(tok)  # Unigram pipelines
-    if unigram_path is not None:
-        return unigram_path
-    from tokjit.fused.wordpiece import wordpiece_fused_path_for
-    wordpiece_path = wordpiece_fused_path_for(tok)  # BERT-style WordPiece pipelines have their own kernel
-    if wordpiece_path is not None:
-        return wordpiece_path
+def bpe_fused_path_for(tok) -> "FusedBPE | None":
+    """The fused path of a byte-level BPE pipeline: no normalizer or one Unicode normal form, one
+    regex split, no added-token flags; ``None`` for anything else."""
     if not isinstance(tok.model, BPEModel):
         return None
     form = None
@@ -79,138 +66,6 @@ def _unicode_form(normalizer) -> str | None:
     if len(steps) == 1 and type(steps[0]) is UnicodeForm:
         return steps[0].form
     return None
-
-
-def doc_sizes(doc_starts: np.ndarray, doc_ends: np.ndarray) -> tuple[int, int, int]:
-    """(number of documents, longest, total bytes)."""
-    lengths = doc_ends - doc_starts
-    n_docs = lengths.shape[0]
-    return n_docs, int(lengths.max()) if n_docs else 0, int(lengths.sum()) if n_docs else 0
-
-
-class PieceCache:
-    """The arrays of one thread's piece -> ids cache (see ``kernels.fused.encode_piece_cached``),
-    kept for the life of the thread; ``arrays`` is the kernel argument order."""
-
-    def __init__(self):
-        self.arrays = (
-            np.zeros(fused.CACHE_SLOTS, np.int64),  # hash
-            np.zeros(fused.CACHE_SLOTS, np.int64),  # start of the piece's bytes in the byte pool
-            np.zeros(fused.CACHE_SLOTS, np.int64),  # piece length (0 = empty slot)
-            np.zeros(fused.CACHE_SLOTS, np.int64),  # start of its ids in the id pool
-            np.zeros(fused.CACHE_SLOTS, np.int64),  # number of ids
-            np.zeros(fused.CACHE_POOL_BYTES, np.uint8),
-            np.zeros(fused.CACHE_POOL_IDS, np.int32),
-            np.zeros(3, np.int64),  # bytes, ids, entries used
-        )
-
-
-class FusedPath:
-    """The one driver of every fused family.
-
-    Single text (``encode_list``): the family's ``text_kernel(session, text_bytes)`` runs through its
-    raw entry point on this thread's buffers (``_thread``) and returns the id count in ``out``, or a
-    negative code that ``_recover`` answers (larger buffers, or the staged pipeline for this text).
-    Batch (``encode_texts``): one buffer cut into contiguous chunks of about equal bytes, one chunk
-    per thread, each through the family's ``encode_docs``; documents the kernel hands back are encoded
-    by the staged pipeline and spliced in (``_splice``).
-
-    A family sets ``tok``, ``text_kernel``, ``_local`` (a ``threading.local``) and ``_entry = None``, and
-    implements ``_thread(longest=0)`` and ``encode_docs``."""
-
-    text_kernel = None
-
-    def encode_list(self, text: str, parse_special: bool) -> list[int]:
-        """Ids of one text as a list: one kernel call on this thread's buffers, no allocation."""
-        try:
-            data = text.encode()
-        except (UnicodeEncodeError, AttributeError):
-            data = utf8_bytes(text)
-        try:
-            st = self._local.st
-        except AttributeError:
-            st = self._thread()
-        entry = self._entry
-        if entry is None:
-            entry = self._entry = kernel_entry(self.text_kernel, st.sessions[0], data)
-        n = entry(st.sessions[parse_special], data)
-        while n < 0:
-            st = self._recover(n, st, data, parse_special)
-            if type(st) is list:
-                return st
-            n = entry(st.sessions[parse_special], data)
-        return st.out_view[:n].tolist()
-
-    def _recover(self, code: int, st, data: bytes, parse_special: bool):
-        """After a negative ``text_kernel`` result: the thread state to retry with, or the ids (a list)."""
-        if code == fused.GROW:
-            return self._thread(len(data))
-        # FALLBACK: the staged pipeline encodes this text (or raises its error)
-        return self._encode_staged(data, parse_special)
-
-    def _encode_staged(self, data: bytes, parse_special: bool) -> list[int]:
-        ids, _, _ = self.tok._encode_staged(np.frombuffer(bytearray(data), np.uint8), parse_special,
-                                            want_spans=False)
-        return ids.tolist()
-
-    @staticmethod
-    def _splice(ids, doc_out_end, extra):
-        """Replace the ids of documents ``extra`` (whatever the kernel wrote for them) with ``extra[d]``."""
-        parts, ends, prev, total = [], np.empty_like(doc_out_end), 0, 0
-        for d in range(doc_out_end.shape[0]):
-            chunk = extra[d] if d in extra else ids[prev:doc_out_end[d]]
-            prev = doc_out_end[d]
-            parts.append(chunk)
-            total += chunk.shape[0]
-            ends[d] = total
-        return np.concatenate(parts).astype(np.int32) if parts else ids, ends
-
-    def encode_texts(self, texts, parse_special: bool, num_threads: int):
-        """(flat ids, offsets of len(texts) + 1) for a list of str, over ``num_threads`` threads."""
-        buf, doc_starts, doc_ends = utf8_documents(texts)
-        n = doc_starts.shape[0]
-        offsets = np.zeros(n + 1, np.int64)
-        if n == 0:
-            return np.zeros(0, np.int32), offsets
-        total = int(doc_ends[-1])
-        n_chunks = 1 if num_threads <= 1 or n < 2 else min(n, num_threads * 4)
-        if n_chunks == 1:
-            ids, ends = self.encode_docs(buf, doc_starts, doc_ends, parse_special)
-            offsets[1:] = ends
-            return ids, offsets
-        # contiguous chunks of about equal bytes
-        cuts = np.searchsorted(doc_ends, np.linspace(0, total, n_chunks + 1)[1:-1], side="left")
-        bounds = np.unique(np.concatenate([[0], cuts, [n]]))
-
-        def run(i):
-            lo, hi = int(bounds[i]), int(bounds[i + 1])
-            return self.encode_docs(buf, doc_starts[lo:hi], doc_ends[lo:hi], parse_special)
-
-        pool = thread_pool(min(num_threads, len(bounds) - 1))
-        results = list(pool.map(run, range(len(bounds) - 1)))
-        base = 0
-        for i, (ids, ends) in enumerate(results):
-            offsets[bounds[i] + 1:bounds[i + 1] + 1] = ends + base
-            base += ids.shape[0]
-        return np.concatenate([r[0] for r in results]), offsets
-
-
-def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(writable uint8 buffer, starts, ends) of the UTF-8 of ``texts``; lone surrogates become U+FFFD
-    (``text_to_utf8``). The buffer is writable so every kernel sees one array type."""
-    from tokjit.tokenizer import text_to_utf8
-    encoded = []
-    for t in texts:
-        try:
-            encoded.append(t.encode("utf-8"))
-        except (UnicodeEncodeError, AttributeError):
-            encoded.append(text_to_utf8(t).tobytes())
-    n = len(encoded)
-    lengths = np.fromiter(map(len, encoded), np.int64, count=n)
-    doc_ends = np.cumsum(lengths)
-    doc_starts = doc_ends - lengths
-    buf = np.frombuffer(bytearray(b"".join(encoded)), np.uint8)
-    return buf, doc_starts, doc_ends
 
 
 class _BPEThread:
@@ -316,14 +171,3 @@ class FusedBPE(FusedPath):
         return ids, doc_out_end
 
 
-def kernel_entry(dispatcher, *args):
-    """The compiled entry point of ``dispatcher`` for the types of ``args`` (loaded from numba's cache,
-    or compiled now, which ``kernels.compile_notice`` announces): calling it skips numba's per-call
-    dispatch (typing every argument, ~0.2 us per structure). Only ever called with those types."""
-    from numba import typeof
-    sig = tuple(typeof(a) for a in args)
-    overload = dispatcher.overloads.get(sig)
-    if overload is None:
-        dispatcher.compile(sig)
-        overload = dispatcher.overloads[sig]
-    return overload.entry_point

@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from tokjit.fused.bpe import FusedPath, PieceCache, doc_sizes
+from tokjit.fused.driver import FusedPath, PieceCache, doc_sizes
 from tokjit.fused.threads import ThreadSpans, writable_docs
 from tokjit.kernels import spm_fused as kernel
 from tokjit.kernels import structs

@@ -51,7 +51,7 @@ def utf8_bytes(text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except (UnicodeEncodeError, AttributeError):
-        from tokjit.tokenizer import text_to_utf8
+        from tokjit.text import text_to_utf8
         return text_to_utf8(text).tobytes()
 
 

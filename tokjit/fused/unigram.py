@@ -16,7 +16,7 @@ import numpy as np
 
 from tokjit.pipeline.added_tokens import AddedTokenMatcher
 from tokjit.errors import InputError
-from tokjit.fused.bpe import FusedPath, doc_sizes
+from tokjit.fused.driver import FusedPath, doc_sizes
 from tokjit.fused.threads import ThreadSpans, field, writable_docs
 from tokjit.kernels import structs
 from tokjit.kernels import unigram_fused as kernel

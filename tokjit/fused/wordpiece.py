@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from tokjit.compile import TokenTable
-from tokjit.fused.bpe import FusedPath, doc_sizes
+from tokjit.fused.driver import FusedPath, doc_sizes
 from tokjit.fused.threads import ThreadSpans, field, writable_docs
 from tokjit.kernels import structs
 from tokjit.kernels import wordpiece_fused as kernel

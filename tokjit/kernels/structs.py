@@ -225,7 +225,7 @@ def _new_spans(fields):
 
 
 def make_spans(b) -> Spans:
-    """From an object holding the arrays under the field names (see ``tokjit.fused.bpe._Buffers``)."""
+    """From an object holding the arrays under the field names (see ``tokjit.fused.bpe._BPEThread``)."""
     return _new_spans((b.text, b.doc_starts, b.doc_ends, b.out, b.doc_out_end, b.io, b.at_starts, b.at_ends,
                        b.at_ids, b.match_starts, b.match_ends, b.piece_starts, b.piece_ends, b.rx_stack,
                        b.rx_params, b.tok_starts, b.tok_ends))

@@ -11,8 +11,6 @@ import hashlib
 import os
 import re
 
-import regex
-
 from tokjit.errors import ModelFileError, TokenizerFileNotFoundError, UnsupportedComponentError
 
 _RANK_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2} \d+\r?$")
@@ -127,41 +125,10 @@ def _check_post_processor_ids(spec, path) -> None:
     walk(spec.post_processor, "post_processor")
 
 
-def load_bytes(data: bytes, **kwargs):
-    from tokjit.errors import TokjitError
-    from tokjit.tokenizer import Tokenizer
-    spec = load_spec(data, **kwargs)
-    path = kwargs.get("path")
-    _check_post_processor_ids(spec, path)
-    try:
-        tok = Tokenizer(spec)
-    except TokjitError:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError, regex.error) as exc:
-        # a component config of the wrong shape (a field missing or of the wrong type, a Split
-        # regex that does not compile) surfaces while building the pipeline: it is the file's
-        # fault, so say which file and what
-        raise ModelFileError(f"malformed tokenizer component ({type(exc).__name__}: {exc})",
-                             path=path) from None
-    if spec.source.get("format") == "tokenizer.json" and spec.model.get("byte_level") and \
-            kwargs.get("pat_str") is None:
-        from tokjit.load.hf_json import _components
-        if not any(c.get("type") == "ByteLevel" for c in _components(spec.pre_tokenizer, "pretokenizers")):
-            # HF maps text to GPT-2 byte characters only in the ByteLevel pre-tokenizer; without it
-            # its model matches raw characters against byte-mapped vocab strings
-            raise UnsupportedComponentError("a byte-level vocabulary (ByteLevel decoder) without a ByteLevel "
-                                            f"pre-tokenizer is not supported (in {path})")
-    return tok
-
-
-def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | None = None, fmt=None,
-         config_special_tokens: bool = False):
-    """Load a tokenizer file; the format is detected from the content (see :data:`FORMATS`).
-
-    ``pat_str`` / ``special_tokens`` are needed for ``.tiktoken`` files, which carry neither.
-    ``config_special_tokens=True`` also matches the special tokens only ``tokenizer_config.json`` /
-    ``special_tokens_map.json`` name, as transformers does (:func:`tokjit.from_pretrained`).
-    """
+def read_tokenizer_file(path) -> tuple[str, bytes]:
+    """``(path, contents)`` of the tokenizer file at ``path`` (a folder: its tokenizer file), with the
+    errors a user can act on: not found (and a Hub id is not a path), unreadable, file contents passed
+    as a path."""
     path = os.fspath(path)
     _reject_contents_as_path(path)
     if os.path.isdir(path):
@@ -184,14 +151,7 @@ def load(path, *, pat_str: str | None = None, special_tokens: dict[str, int] | N
         raise TokenizerFileNotFoundError(f"no such tokenizer file: {path}") from exc
     except OSError as exc:
         raise ModelFileError(f"cannot read file ({exc.strerror})", path=path) from exc
-    tok = load_bytes(data, path=path, fmt=fmt, pat_str=pat_str, special_tokens=special_tokens)
-    tok._load_options = {"pat_str": pat_str, "special_tokens": special_tokens, "fmt": fmt}  # for pickling
-    _attach_config(tok, path)
-    if config_special_tokens:
-        from tokjit.load.pretrained import with_config_special_tokens
-        tok = with_config_special_tokens(tok)
-        tok._load_options["config_special_tokens"] = True
-    return tok
+    return path, data
 
 
 # "org/name" (or "name/variant-1.5"): a relative path of exactly two parts that names no file
@@ -208,7 +168,7 @@ def _reject_contents_as_path(path) -> None:
         from tokjit.errors import InputError
         raise InputError(f"load() takes a path, but got what looks like file contents ({len(text)} characters "
                          f"starting {text[:40]!r}); pass the file's path, or its bytes to "
-                         f"tokjit.load.load_bytes(data)")
+                         f"tokjit.api.load_bytes(data)")
 
 
 # files that sit beside a tokenizer.json in a model folder and are JSON objects too
@@ -231,8 +191,3 @@ def _reject_companion_json(data: bytes, path) -> None:
     raise ModelFileError("JSON without a \"model\" section: not a tokenizer.json", path=path)
 
 
-def _attach_config(tok, path):
-    """Special tokens, chat template, padding side... from the config files beside a tokenizer file."""
-    if tok.spec.source.get("format") in ("tokenizer.json", "sentencepiece", "vocab.txt"):
-        from tokjit.load.pretrained import attach_tokenizer_config
-        attach_tokenizer_config(tok, path)

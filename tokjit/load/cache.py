@@ -62,7 +62,7 @@ _FINGERPRINTED = ("spec.py", "compile.py", os.path.join("kernels", "lookup.py"))
 
 
 def cache_key(source_sha256: str, options: dict) -> str:
-    from tokjit import __version__
+    from tokjit.version import __version__
     blob = json.dumps({"src": source_sha256, "opt": options, "v": __version__, "f": FORMAT_VERSION,
                        "code": code_fingerprint()}, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()

@@ -15,7 +15,6 @@ chat template; :func:`read_tokenizer_config` resolves them with transformers' (v
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -206,72 +205,6 @@ def read_tokenizer_config(folder, tokenizer_json: dict | None = None) -> Tokeniz
         raw=raw)
 
 
-def attach_tokenizer_config(tok, tokenizer_path) -> None:
-    """Give ``tok`` the config of the folder holding ``tokenizer_path``: ``tok.hf_config``,
-    ``tok.config`` (the dict chat templates read), the chat template, and BOS/EOS/PAD ids in the spec
-    (so ``tok.eos_token_id`` -- and ``constrain``'s default stop -- match transformers)."""
-    folder = os.path.dirname(os.path.abspath(os.fspath(tokenizer_path)))
-    tokenizer_json = None
-    if tok.spec.source.get("format") == "tokenizer.json":
-        try:
-            with open(tokenizer_path, "rb") as fh:
-                tokenizer_json = json.load(fh)
-        except (OSError, ValueError):
-            tokenizer_json = None
-    hf = read_tokenizer_config(folder, tokenizer_json)
-    if hf is None:
-        return
-    tok.hf_config = hf
-    tok.config = hf.raw
-    template = hf.raw.get("chat_template")
-    jinja = os.path.join(folder, "chat_template.jinja")
-    if os.path.isfile(jinja):  # transformers lets the file win over the config's template
-        with open(jinja, encoding="utf-8") as fh:
-            tok.spec.chat_template = fh.read()
-        if isinstance(template, str):
-            hf.raw.pop("chat_template")
-    elif tok.spec.chat_template is None and isinstance(template, str):
-        tok.spec.chat_template = template
-    spec = tok.spec
-    for name, attr in (("bos_token", "bos_id"), ("eos_token", "eos_id"), ("pad_token", "pad_id")):
-        content = hf.special_tokens.get(name)
-        setattr(spec, attr, None if content is None else _token_id(tok, content))
-
-
-def _token_id(tok, content: str) -> int | None:
-    # special tokens are nearly always added tokens: avoid building the whole string -> id map
-    for t in tok.spec.added_tokens:
-        if t.content == content:
-            return t.id
-    return tok.token_to_id(content)
-
-
-def with_config_special_tokens(tok):
-    """``tok``, or a copy that also matches (and skips on decode) the special tokens the config names
-    but tokenizer.json does not list as added tokens: transformers registers every such token as a
-    special added token when it loads a folder (EnViT5's ``</s>`` and ``<extra_id_*>``)."""
-    hf = tok.hf_config
-    if hf is None:
-        return tok
-    from tokjit.spec import AddedToken
-    from tokjit.tokenizer import Tokenizer
-    have = {t.content for t in tok.spec.added_tokens}
-    extra = []
-    for content in dict.fromkeys([*hf.special_tokens.values(), *hf.extra_special_tokens]):
-        if content is None or content in have:
-            continue
-        tid = tok.token_to_id(content)
-        if tid is not None:  # transformers would append a new id; tokjit's vocabulary is the file's
-            extra.append(AddedToken(content, tid, special=True, normalized=False))
-    if not extra:
-        return tok
-    spec = dataclasses.replace(tok.spec, added_tokens=[*tok.spec.added_tokens, *extra])
-    out = Tokenizer(spec)
-    out.hf_config, out.config = tok.hf_config, tok.config
-    out._load_options = dict(getattr(tok, "_load_options", {}))
-    return out
-
-
 def hub_cache_dirs() -> list[str]:
     """Where transformers looks for downloaded repositories, most specific first."""
     dirs = []
@@ -323,14 +256,3 @@ def _snapshot(repo: str, revision: str) -> str | None:
     return folder if os.path.isdir(folder) else None
 
 
-def from_pretrained(name_or_path, *, revision: str = "main", cache_dir=None):
-    """A :class:`~tokjit.Tokenizer` for a model folder or a locally cached hub id, with the special
-    tokens, ``model_max_length``, padding side and chat template its config files give. Unlike
-    ``tokjit.load`` (the file's own reference, HF ``tokenizers``), special tokens named only in the
-    config are matched in text too, as transformers does."""
-    from tokjit.load import load
-    folder = resolve_pretrained(name_or_path, revision=revision, cache_dir=cache_dir)
-    if not any(os.path.isfile(os.path.join(folder, f)) for f in TOKENIZER_FILES):
-        raise TokenizerFileNotFoundError(
-            f"no tokenizer file ({', '.join(TOKENIZER_FILES)}) in {folder}")
-    return load(folder, config_special_tokens=True)

@@ -1,0 +1,19 @@
+"""Text in: ``str`` -> the UTF-8 bytes the kernels read."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tokjit.errors import TextTypeError
+
+
+def text_to_utf8(text: str) -> np.ndarray:
+    """UTF-8 bytes of ``text``; lone surrogates (not encodable) become U+FFFD, as tiktoken does."""
+    if not isinstance(text, str):
+        raise TextTypeError(f"expected str, got {type(text).__name__}")
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+    # writable, so every kernel is compiled for one array type
+    return np.frombuffer(bytearray(data), np.uint8)
