@@ -13,6 +13,33 @@ from numba import njit
 
 __all__ = ["find_matches", "ERR_OUT_FULL", "ERR_STACK_FULL", "ERR_BUDGET"]
 
+# ----------------------------------------------------------------------------- instruction set
+# prog is int32[n, 5]: (op, a, b, c, guard); guard (SPLIT only) = class every match of the first
+# branch must start with (-1: none): if the next code point is not in it, the VM takes the second
+# branch directly.
+OP_CLASS = 0         # a=class: consume one code point in class
+OP_REP = 1           # a=class b=min c=index into rep_info (max, mode, memo slot)
+OP_SPLIT = 2         # a=first pc, b=second pc, c=memo slot (-1: none), guard
+OP_JMP = 3           # a=target
+OP_MATCH = 4
+OP_ATOMIC_START = 5
+OP_ATOMIC_END = 6
+OP_LOOK_START = 7    # a=kind (bit0 negative, bit1 behind), b=pc after LOOK_END, c=behind length
+OP_LOOK_END = 8
+OP_ASSERT = 9        # a=assert kind, b=word class
+
+# repetition modes
+MODE_GREEDY, MODE_LAZY, MODE_POSSESSIVE = 0, 1, 2
+
+# assertion kinds
+A_TEXT_START = 0      # \A
+A_TEXT_END = 1        # \z
+A_END_OR_FINAL_NL = 2  # python $, onig/rust \Z
+A_LINE_START = 3      # multiline ^
+A_LINE_END = 4        # multiline $
+A_WORD_B = 5
+A_NOT_WORD_B = 6
+
 # return codes
 ERR_OUT_FULL = -1
 ERR_STACK_FULL = -2
@@ -123,7 +150,7 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                 return -3
             op = prog[pc, 0]
             fail = False
-            if op == 0:  # CLASS
+            if op == OP_CLASS:
                 ln = 0
                 if pos < end:
                     b0 = buf[pos]
@@ -136,7 +163,7 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                     pc += 1
                 else:
                     fail = True
-            elif op == 1:  # REP
+            elif op == OP_REP:
                 k = prog[pc, 1]
                 mn = prog[pc, 2]
                 ri = prog[pc, 3]
@@ -166,11 +193,11 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                             fail = True
                     pm = p
                     if not fail:
-                        if mode == 1:  # lazy
+                        if mode == MODE_LAZY:
                             if mx < 0 or cnt < mx:
                                 if sp + 4 > cap:
                                     return -2
-                                stack[sp] = 5
+                                stack[sp] = _F_LAZY
                                 stack[sp + 1] = pc
                                 stack[sp + 2] = p
                                 stack[sp + 3] = cnt
@@ -205,21 +232,21 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                                 cnt += 1
                             steps += cnt
                             if truncated:
-                                if mode == 2:
+                                if mode == MODE_POSSESSIVE:
                                     fail = True
                                 p = plast
                         if not fail and mode != 1:
-                            if mode == 0 and p > pm:
+                            if mode == MODE_GREEDY and p > pm:
                                 if sp + 4 > cap:
                                     return -2
-                                stack[sp] = 4
+                                stack[sp] = _F_GREEDY
                                 stack[sp + 1] = pc + 1
                                 stack[sp + 2] = p
                                 stack[sp + 3] = pm
                                 sp += 4
                             pos = p
                             pc += 1
-            elif op == 2:  # SPLIT
+            elif op == OP_SPLIT:
                 g = prog[pc, 4]
                 if g >= 0:
                     skip = True
@@ -245,32 +272,32 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                 if not fail:
                     if sp + 4 > cap:
                         return -2
-                    stack[sp] = 0
+                    stack[sp] = _F_BT
                     stack[sp + 1] = prog[pc, 2]
                     stack[sp + 2] = pos
                     sp += 4
                     pc = prog[pc, 1]
-            elif op == 3:  # JMP
+            elif op == OP_JMP:
                 pc = prog[pc, 1]
-            elif op == 4:  # MATCH
+            elif op == OP_MATCH:
                 if notempty and pos == s:
                     fail = True
                 else:
                     matched = True
                     break
-            elif op == 5:  # ATOMIC_START
+            elif op == OP_ATOMIC_START:
                 if sp + 4 > cap:
                     return -2
-                stack[sp] = 1
+                stack[sp] = _F_BARRIER
                 sp += 4
                 pc += 1
-            elif op == 6:  # ATOMIC_END
+            elif op == OP_ATOMIC_END:
                 q = sp - 4
-                while stack[q] != 1:
+                while stack[q] != _F_BARRIER:
                     q -= 4
                 sp = q
                 pc += 1
-            elif op == 7:  # LOOK_START
+            elif op == OP_LOOK_START:
                 kind = prog[pc, 1]
                 neg = (kind & 1) != 0
                 p = pos
@@ -291,18 +318,18 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                 else:
                     if sp + 4 > cap:
                         return -2
-                    stack[sp] = 3 if neg else 2
+                    stack[sp] = _F_LOOK_NEG if neg else _F_LOOK_POS
                     stack[sp + 1] = pos
                     stack[sp + 2] = prog[pc, 2]
                     sp += 4
                     pos = p
                     pc += 1
-            elif op == 8:  # LOOK_END
+            elif op == OP_LOOK_END:
                 q = sp - 4
-                while stack[q] != 2 and stack[q] != 3:
+                while stack[q] != _F_LOOK_POS and stack[q] != _F_LOOK_NEG:
                     q -= 4
                 sp = q
-                if stack[q] == 2:
+                if stack[q] == _F_LOOK_POS:
                     pos = stack[q + 1]
                     pc = stack[q + 2]
                 else:
@@ -310,15 +337,15 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
             else:  # ASSERT
                 kind = prog[pc, 1]
                 ok = False
-                if kind == 0:
+                if kind == A_TEXT_START:
                     ok = pos == start
-                elif kind == 1:
+                elif kind == A_TEXT_END:
                     ok = pos == end
-                elif kind == 2:
+                elif kind == A_END_OR_FINAL_NL:
                     ok = pos == end or (pos == end - 1 and buf[pos] == 10)
-                elif kind == 3:
+                elif kind == A_LINE_START:
                     ok = pos == start or buf[pos - 1] == 10
-                elif kind == 4:
+                elif kind == A_LINE_END:
                     ok = pos == end or buf[pos] == 10
                 else:
                     wk = prog[pc, 2]
@@ -341,7 +368,7 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                         else:
                             lnx = _class_len_slow(wk, buf, pos, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
                         after = lnx != 0
-                    ok = (before != after) == (kind == 5)
+                    ok = (before != after) == (kind == A_WORD_B)
                 if ok:
                     pc += 1
                 else:
@@ -351,12 +378,12 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                 while sp > base:
                     sp -= 4
                     fk = stack[sp]
-                    if fk == 0:
+                    if fk == _F_BT:
                         pc = stack[sp + 1]
                         pos = stack[sp + 2]
                         resumed = True
                         break
-                    elif fk == 4:
+                    elif fk == _F_GREEDY:
                         npc = stack[sp + 1]
                         p = stack[sp + 2] - 1
                         while (buf[p] & 0xC0) == 0x80:
@@ -369,12 +396,12 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                         pos = p
                         resumed = True
                         break
-                    elif fk == 3:
+                    elif fk == _F_LOOK_NEG:
                         pos = stack[sp + 1]
                         pc = stack[sp + 2]
                         resumed = True
                         break
-                    elif fk == 5:
+                    elif fk == _F_LAZY:
                         rpc = stack[sp + 1]
                         p = stack[sp + 2]
                         cnt = stack[sp + 3]

@@ -56,32 +56,11 @@ class UnsupportedPatternError(ValueError):
     """The pattern uses a construct the numba engine does not implement (fall back to ``regex``)."""
 
 
-# ----------------------------------------------------------------------------- opcodes
-# prog is int32[n, 5]: (op, a, b, c, guard); guard (SPLIT only) = class every match of the first
-# branch must start with (-1: none): if the next code point is not in it, the VM takes the second
-# branch directly.
-OP_CLASS = 0         # a=class: consume one code point in class
-OP_REP = 1           # a=class b=min c=index into rep_info (max, mode, memo slot)
-OP_SPLIT = 2         # a=first pc, b=second pc, c=memo slot (-1: none), guard
-OP_JMP = 3           # a=target
-OP_MATCH = 4
-OP_ATOMIC_START = 5
-OP_ATOMIC_END = 6
-OP_LOOK_START = 7    # a=kind (bit0 negative, bit1 behind), b=pc after LOOK_END, c=behind length
-OP_LOOK_END = 8
-OP_ASSERT = 9        # a=assert kind, b=word class
-
-# repetition modes
-MODE_GREEDY, MODE_LAZY, MODE_POSSESSIVE = 0, 1, 2
-
-# assertion kinds
-A_TEXT_START = 0      # \A
-A_TEXT_END = 1        # \z
-A_END_OR_FINAL_NL = 2  # python $, onig/rust \Z
-A_LINE_START = 3      # multiline ^
-A_LINE_END = 4        # multiline $
-A_WORD_B = 5
-A_NOT_WORD_B = 6
+# the instruction set is the VM's (tokjit.kernels.regex_vm); the compiler emits it
+from tokjit.kernels.regex_vm import (  # noqa: E402
+    A_END_OR_FINAL_NL, A_LINE_END, A_LINE_START, A_NOT_WORD_B, A_TEXT_END, A_TEXT_START, A_WORD_B, MODE_GREEDY,
+    MODE_LAZY, MODE_POSSESSIVE, OP_ASSERT, OP_ATOMIC_END, OP_ATOMIC_START, OP_CLASS, OP_JMP, OP_LOOK_END,
+    OP_LOOK_START, OP_MATCH, OP_REP, OP_SPLIT)
 
 SYNTAXES = ("python", "onig", "rust")
 MAX_PROGRAM = 20000
