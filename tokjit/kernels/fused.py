@@ -40,19 +40,29 @@ def encode_text_bpe(session, text):
     """One text (``bytes``) through :func:`encode_docs_bpe`; returns the number of ids in ``sp.out``,
     or GROW / FALLBACK. The single-text entry point: two arguments to unbox, no allocation."""
     sp = session.spans
+    if not load_single_text(sp, text, len(text) + 1):
+        return GROW
+    if encode_docs_bpe(session, sp.text, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end) < 1:
+        return FALLBACK
+    return sp.io[0]
+
+
+@njit(cache=True, nogil=True)
+def load_single_text(sp, text, out_needed):
+    """Copy ``text`` into the thread's text buffer ``sp.text`` as the only document of a batch; False
+    (with ``sp.io[2]`` = its length, for the driver to grow the buffers) when the text or ``out_needed``
+    ids do not fit. The preamble of every family's single-text kernel."""
     n = len(text)
     buf = sp.text
-    if n > buf.shape[0] or n + 1 > sp.out.shape[0]:
+    if n > buf.shape[0] or out_needed > sp.out.shape[0]:
         sp.io[2] = n
-        return GROW
+        return False
     for i in range(n):
         buf[i] = text[i]
     sp.doc_starts[0] = 0
     sp.doc_ends[0] = n
     sp.io[0] = 0
-    if encode_docs_bpe(session, buf, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end) < 1:
-        return FALLBACK
-    return sp.io[0]
+    return True
 
 
 @njit(cache=True, nogil=True)

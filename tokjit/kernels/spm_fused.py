@@ -20,7 +20,7 @@ from tokjit.kernels.added_tokens import find_added_tokens
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
 from tokjit.kernels import structs
 from tokjit.kernels.bpe import FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_encode
-from tokjit.kernels.fused import CACHE_MAX_PIECE, GROW, _cache_clear, _cache_find
+from tokjit.kernels.fused import CACHE_MAX_PIECE, GROW, _cache_clear, _cache_find, load_single_text
 from tokjit.kernels.lookup import hash_bytes
 
 _I64 = types.int64[::1]
@@ -84,16 +84,9 @@ def encode_text_spm(session, text):
     ``spans.out``, or GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small.
     The single-text entry point: two arguments to unbox, no allocation."""
     sp = session.spans
-    n = len(text)
-    buf = sp.text
-    if n > buf.shape[0] or 3 * n + 4 > sp.out.shape[0]:
-        sp.io[2] = n
+    if not load_single_text(sp, text, 3 * len(text) + 4):
         return GROW
-    for i in range(n):
-        buf[i] = text[i]
-    sp.doc_starts[0] = 0
-    sp.doc_ends[0] = n
-    return encode_docs_spm(session, buf, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
+    return encode_docs_spm(session, sp.text, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
 
 
 @njit(cache=True, nogil=True)

@@ -18,7 +18,7 @@ from numba.experimental import structref
 
 from tokjit.kernels.added_tokens import find_added_tokens
 from tokjit.kernels import structs
-from tokjit.kernels.fused import FALLBACK, GROW
+from tokjit.kernels.fused import FALLBACK, GROW, load_single_text
 from tokjit.kernels.lookup import lookup_bytes
 from tokjit.kernels.wordpiece import bert_normalize, bert_pre_tokenize, wordpiece_encode
 
@@ -149,17 +149,9 @@ def encode_text_wordpiece(session, text):
     FALLBACK when the text needs the staged path (its error, or a huge combining run). The
     single-text entry point: two arguments to unbox, no allocation."""
     sp = session.spans
-    n = len(text)
-    buf = sp.text
-    if n > buf.shape[0] or 2 * session.pipe.normalizer.expansion * n + 2 > sp.out.shape[0]:
-        sp.io[2] = n
+    if not load_single_text(sp, text, 2 * session.pipe.normalizer.expansion * len(text) + 2):
         return GROW
-    for i in range(n):
-        buf[i] = text[i]
-    sp.doc_starts[0] = 0
-    sp.doc_ends[0] = n
-    sp.io[0] = 0
-    encode_docs_wordpiece(session, buf, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
+    encode_docs_wordpiece(session, sp.text, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
     if sp.io[1] != STATUS_OK:
         return FALLBACK
     return sp.io[0]
