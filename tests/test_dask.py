@@ -39,7 +39,7 @@ def test_pickle_is_small_and_rebuilds(shared, tmp_path):
     tok = tokjit.load(shared / "data/hf/llama3/tokenizer.json")
     data = pickle.dumps(tok)
     assert len(data) < 2000  # path + sha256 + options, not the 128k-token vocabulary
-    tokjit.tokenizer._REBUILT.clear()
+    tokjit.api._REBUILT.clear()
     again = pickle.loads(data)
     assert again.encode("Hello world") == tok.encode("Hello world")
     assert pickle.loads(data) is again  # one rebuild per process
@@ -54,7 +54,7 @@ def test_pickle_refuses_a_changed_file(shared, tmp_path):
     data = pickle.dumps(tok)
     with open(path, "ab") as fh:
         fh.write(b"\n")  # same JSON, different bytes: a different file all the same
-    tokjit.tokenizer._REBUILT.clear()
+    tokjit.api._REBUILT.clear()
     with pytest.raises(tokjit.ModelFileError, match="changed since it was pickled"):
         pickle.loads(data)
 

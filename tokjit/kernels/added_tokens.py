@@ -10,7 +10,7 @@ from __future__ import annotations
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _trie_child(node, b, child_start, child_count, edge_byte, edge_target):
     """The child of ``node`` along byte ``b``, or -1 (edges of a node are a contiguous run)."""
     cs = child_start[node]

@@ -178,7 +178,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     return last_doc
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def _cache_find(buf, s, e, cache_hash, cache_bstart, cache_blen, cache_bytes):
     """Slot holding piece ``buf[s:e]``, or the empty slot where it would go (linear probing)."""
     h = hash_bytes(buf, s, e)
