@@ -114,6 +114,9 @@ class FusedBPE(FusedPath):
     def __init__(self, tok, regex, behavior: int, invert: bool, form: str | None = None):
         self.tok = tok
         self.form = form
+        if form is not None:
+            # the check costs a Python frame per call, so only tokenizers with a normal form pay it
+            self.encode_list = self._encode_list_checked
         self.model: BPEModel = tok.model
         vocab = structs.make_bpe_vocab(self.model)
         rx = structs.make_regex(regex.program, behavior, invert)
@@ -132,8 +135,9 @@ class FusedBPE(FusedPath):
                                              st.cache if st else None)
         return st
 
-    def encode_list(self, text: str, parse_special: bool) -> list[int]:
-        if self.form is not None and not (type(text) is str and is_normalized(self.form, text)):
+    def _encode_list_checked(self, text: str, parse_special: bool) -> list[int]:
+        """``encode_list`` behind the normal-form check."""
+        if not (type(text) is str and is_normalized(self.form, text)):
             return self._encode_staged(utf8_bytes(text), parse_special)
         return FusedPath.encode_list(self, text, parse_special)
 
