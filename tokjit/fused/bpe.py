@@ -15,7 +15,7 @@ from unicodedata import is_normalized
 import numpy as np
 
 from tokjit.kernels import fused, structs
-from tokjit.fused.driver import FusedPath, PieceCache, doc_sizes
+from tokjit.fused.driver import FusedPath, doc_sizes
 from tokjit.fused.threads import utf8_bytes, writable_docs
 from tokjit.models.bpe import BPEModel, Workspace
 from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
@@ -72,7 +72,7 @@ class _BPEThread:
     """One thread's buffers for the byte-level BPE kernel, as numpy arrays (kept so Python can read
     ``out``) and as the two structures the kernel takes; rebuilt larger when a text does not fit."""
 
-    def __init__(self, model: BPEModel, pipes, cap: int, cache: PieceCache | None = None):
+    def __init__(self, model: BPEModel, pipes, cap: int, cache: structs.PieceCache | None = None):
         cap = max(cap, 1024)
         self.cap = cap
         self.text = np.empty(cap, np.uint8)
@@ -96,7 +96,7 @@ class _BPEThread:
         self.spans = structs.make_spans(self)
         ws = Workspace()
         ws.grow(cap + 1)
-        self.cache = cache if cache is not None else PieceCache()  # kept when the buffers grow
+        self.cache = cache if cache is not None else structs.make_piece_cache()  # kept when the buffers grow
         self.bpe = structs.make_bpe_scratch(ws, ws.rev_left(model.token_flags.shape[0]),
                                             np.zeros(model.touched.shape[0], np.int64), self.cache)
         # indexed by parse_special

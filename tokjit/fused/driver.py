@@ -26,23 +26,6 @@ def doc_sizes(doc_starts: np.ndarray, doc_ends: np.ndarray) -> tuple[int, int, i
     return n_docs, int(lengths.max()) if n_docs else 0, int(lengths.sum()) if n_docs else 0
 
 
-class PieceCache:
-    """The arrays of one thread's piece -> ids cache (see ``kernels.fused.encode_piece_cached``),
-    kept for the life of the thread; ``arrays`` is the kernel argument order."""
-
-    def __init__(self):
-        self.arrays = (
-            np.zeros(fused.CACHE_SLOTS, np.int64),  # hash
-            np.zeros(fused.CACHE_SLOTS, np.int64),  # start of the piece's bytes in the byte pool
-            np.zeros(fused.CACHE_SLOTS, np.int64),  # piece length (0 = empty slot)
-            np.zeros(fused.CACHE_SLOTS, np.int64),  # start of its ids in the id pool
-            np.zeros(fused.CACHE_SLOTS, np.int64),  # number of ids
-            np.zeros(fused.CACHE_POOL_BYTES, np.uint8),
-            np.zeros(fused.CACHE_POOL_IDS, np.int32),
-            np.zeros(3, np.int64),  # bytes, ids, entries used
-        )
-
-
 class FusedPath:
     """The one driver of every fused family.
 

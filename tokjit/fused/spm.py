@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from tokjit.fused.driver import FusedPath, PieceCache, doc_sizes
+from tokjit.fused.driver import FusedPath, doc_sizes
 from tokjit.fused.threads import ThreadSpans, writable_docs
 from tokjit.kernels import spm_fused as kernel
 from tokjit.kernels import structs
@@ -65,7 +65,7 @@ class _SPMThread:
     the kernel takes (one session per parse_special); rebuilt larger when a text does not fit, keeping
     the piece cache."""
 
-    def __init__(self, model: BPEModel, pipes, cap: int, cache: PieceCache | None = None):
+    def __init__(self, model: BPEModel, pipes, cap: int, cache: structs.PieceCache | None = None):
         cap = max(cap, 1024)
         big = 3 * cap + 8
         self.cap = cap
@@ -77,7 +77,7 @@ class _SPMThread:
             np.zeros(1, np.int64), np.zeros(1, np.int64))
         ws = Workspace()
         ws.grow(big)
-        self.cache = cache if cache is not None else PieceCache()
+        self.cache = cache if cache is not None else structs.make_piece_cache()
         # rev_left and touched are written by the BPE kernel: one per thread, never the model's
         self.bpe = structs.make_bpe_scratch(ws, ws.rev_left(model.token_flags.shape[0]),
                                             np.zeros(model.touched.shape[0], np.int64), self.cache)

@@ -14,19 +14,12 @@ from tokjit.kernels.added_tokens import find_added_tokens
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.bpe import bpe_encode
-from tokjit.kernels.lookup import bytes_equal, hash_bytes
+from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_store
 
 STATUS_OK = 0
 STATUS_REGEX_STACK = 1  # the regex needs a larger backtrack stack or memoization: redo this doc in Python
 STATUS_OUT_FULL = 2  # output buffer full: grow and resume at this doc
 
-# piece -> ids cache (per thread, lives across calls): open addressing over CACHE_SLOTS, pieces of at
-# most CACHE_MAX_PIECE bytes, pools of CACHE_POOL_BYTES / CACHE_POOL_IDS; when a pool is full the table
-# is emptied and refilled, so memory stays bounded
-CACHE_SLOTS = 1 << 15
-CACHE_MAX_PIECE = 48
-CACHE_POOL_BYTES = 1 << 20
-CACHE_POOL_IDS = 1 << 19
 
 
 STEP_BUDGET_PER_BYTE = 256  # backtracking steps per byte before a document goes to the memoizing path
@@ -78,9 +71,8 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     document ``d``'s ids. O(total bytes) apart from BPE's own bounds. ``sp`` must hold the longest
     document: matches/pieces >= 2 * bytes + 16, ``bs`` and ``tok_*`` >= bytes + 1.
 
-    A piece's ids depend only on its bytes, so short pieces are remembered in the ``cache_*`` table
-    (as HF's BPE cache does; text repeats words): a hit copies the ids instead of merging again.
-    ``cache_blen[slot] == 0`` marks an empty slot; ``cache_fill`` = [bytes, ids, entries] used.
+    A piece's ids depend only on its bytes, so short pieces are remembered in the thread's piece cache
+    (:mod:`tokjit.kernels.piece_cache`; text repeats words): a hit copies the ids instead of merging again.
     """
     pipe, sp, bs = session.pipe, session.spans, session.bpe
     at = pipe.trie
@@ -98,9 +90,8 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     rx_stack, rx_params, tok_starts, tok_ends, io = sp.rx_stack, sp.rx_params, sp.tok_starts, sp.tok_ends, sp.io
     ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next = bs.start, bs.end, bs.id, bs.rank, bs.prev, bs.next
     heap, bpe_stack, rev_left, touched = bs.heap, bs.stack, bs.rev_left, bs.touched
-    cache_hash, cache_bstart, cache_blen = bs.cache_hash, bs.cache_bstart, bs.cache_blen
-    cache_istart, cache_ilen, cache_bytes, cache_ids, cache_fill = \
-        bs.cache_istart, bs.cache_ilen, bs.cache_bytes, bs.cache_ids, bs.cache_fill
+    cache = bs.cache
+    cache_rows, cache_bytes, cache_ids = cache.rows, cache.byte_pool, cache.id_pool
     rx_params[0] = 0
     rx_params[2] = rx.n_memo
     io[1] = STATUS_OK
@@ -134,14 +125,11 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                     pe = piece_ends[q]
                     if pe <= ps:
                         continue
-                    slot = -1
-                    if pe - ps <= CACHE_MAX_PIECE:
-                        slot = _cache_find(buf, ps, pe, cache_hash, cache_bstart, cache_blen, cache_bytes)
-                        if cache_blen[slot] > 0:
-                            i0 = cache_istart[slot]
-                            for k in range(cache_ilen[slot]):
-                                out_ids[n_out + k] = cache_ids[i0 + k]
-                            n_out += cache_ilen[slot]
+                    row = -1
+                    if pe - ps <= MAX_PIECE:
+                        row = cache_find(cache_rows, cache_bytes, buf, ps, pe)
+                        if cache_rows[row, 1] != 0:
+                            n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
                             continue
                     n_ids = bpe_encode(buf, piece_starts[q:q + 1], piece_ends[q:q + 1], 1,
                                        tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
@@ -149,25 +137,8 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                                        out_ids[n_out:], tok_starts, tok_ends,
                                        ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
                                        token_flags, rev_left, touched, bpe_stack, unsafe_prev)
-                    if slot >= 0:
-                        if cache_fill[0] + (pe - ps) > cache_bytes.shape[0] or \
-                                cache_fill[1] + n_ids > cache_ids.shape[0] or 2 * cache_fill[2] > cache_hash.shape[0]:
-                            _cache_clear(cache_blen, cache_fill)
-                            slot = _cache_find(buf, ps, pe, cache_hash, cache_bstart, cache_blen, cache_bytes)
-                        b0 = cache_fill[0]
-                        for k in range(pe - ps):
-                            cache_bytes[b0 + k] = buf[ps + k]
-                        i0 = cache_fill[1]
-                        for k in range(n_ids):
-                            cache_ids[i0 + k] = out_ids[n_out + k]
-                        cache_hash[slot] = hash_bytes(buf, ps, pe)
-                        cache_bstart[slot] = b0
-                        cache_blen[slot] = pe - ps
-                        cache_istart[slot] = i0
-                        cache_ilen[slot] = n_ids
-                        cache_fill[0] = b0 + (pe - ps)
-                        cache_fill[1] = i0 + n_ids
-                        cache_fill[2] += 1
+                    if row >= 0:
+                        cache_store(cache, buf, ps, pe, out_ids, n_out, n_ids)
                     n_out += n_ids
             if a < n_added:
                 out_ids[n_out] = at_ids[a]
@@ -176,26 +147,3 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
         doc_out_end[d] = n_out
     io[0] = n_out
     return last_doc
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _cache_find(buf, s, e, cache_hash, cache_bstart, cache_blen, cache_bytes):
-    """Slot holding piece ``buf[s:e]``, or the empty slot where it would go (linear probing)."""
-    h = hash_bytes(buf, s, e)
-    mask = cache_hash.shape[0] - 1
-    slot = h & mask
-    n = e - s
-    while cache_blen[slot] > 0:
-        if cache_hash[slot] == h and cache_blen[slot] == n and bytes_equal(cache_bytes, cache_bstart[slot], buf, s, n):
-            return slot
-        slot = (slot + 1) & mask
-    return slot
-
-
-@njit(cache=True, nogil=True)
-def _cache_clear(cache_blen, cache_fill):
-    for i in range(cache_blen.shape[0]):
-        cache_blen[i] = 0
-    cache_fill[0] = 0
-    cache_fill[1] = 0
-    cache_fill[2] = 0

@@ -20,8 +20,8 @@ from tokjit.kernels.added_tokens import find_added_tokens
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
 from tokjit.kernels import structs
 from tokjit.kernels.bpe import FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_encode
-from tokjit.kernels.fused import CACHE_MAX_PIECE, GROW, _cache_clear, _cache_find, load_single_text
-from tokjit.kernels.lookup import hash_bytes
+from tokjit.kernels.fused import GROW, load_single_text
+from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_store
 
 _I64 = types.int64[::1]
 _U8 = types.uint8[::1]
@@ -122,9 +122,8 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     norm_buf, norm_align, one_start, one_end = bf.norm_buf, bf.norm_align, bf.one_start, bf.one_end
     ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next = bs.start, bs.end, bs.id, bs.rank, bs.prev, bs.next
     heap, bpe_stack, rev_left, touched = bs.heap, bs.stack, bs.rev_left, bs.touched
-    cache_hash, cache_bstart, cache_blen = bs.cache_hash, bs.cache_bstart, bs.cache_blen
-    cache_istart, cache_ilen, cache_bytes, cache_ids, cache_fill = \
-        bs.cache_istart, bs.cache_ilen, bs.cache_bytes, bs.cache_ids, bs.cache_fill
+    cache = bs.cache
+    cache_rows, cache_bytes, cache_ids = cache.rows, cache.byte_pool, cache.id_pool
     split_space = (flags & FLAG_SPLIT_SPACE_SYMBOL) != 0
     cached = (flags & FLAG_RESEGMENT_UNUSED) == 0
     n_out = 0
@@ -148,17 +147,13 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                         ps = q
                         while ps < gap_end:
                             pe = _space_split_end(norm_buf, ps, gap_end, unsafe_prev) if split_space else gap_end
-                            # the piece cache of kernels.fused, written out here: a helper call
-                            # would incref/decref every array argument per piece (3x slower)
-                            slot = -1
-                            if pe - ps <= CACHE_MAX_PIECE:
-                                slot = _cache_find(norm_buf, ps, pe, cache_hash, cache_bstart, cache_blen,
-                                                   cache_bytes)
-                                if cache_blen[slot] > 0:
-                                    i0 = cache_istart[slot]
-                                    for k in range(cache_ilen[slot]):
-                                        out_ids[n_out + k] = cache_ids[i0 + k]
-                                    n_out += cache_ilen[slot]
+                            # the piece cache probe and copy are inlined (a call would incref/decref
+                            # every array argument per piece)
+                            row = -1
+                            if pe - ps <= MAX_PIECE:
+                                row = cache_find(cache_rows, cache_bytes, norm_buf, ps, pe)
+                                if cache_rows[row, 1] != 0:
+                                    n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
                                     ps = pe
                                     continue
                             one_start[0] = ps
@@ -169,27 +164,8 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                                                out_ids[n_out:], tok_starts, tok_ends,
                                                ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
                                                token_flags, rev_left, touched, bpe_stack, unsafe_prev)
-                            if slot >= 0:
-                                if cache_fill[0] + (pe - ps) > cache_bytes.shape[0] or \
-                                        cache_fill[1] + n_ids > cache_ids.shape[0] or \
-                                        2 * cache_fill[2] > cache_hash.shape[0]:
-                                    _cache_clear(cache_blen, cache_fill)
-                                    slot = _cache_find(norm_buf, ps, pe, cache_hash, cache_bstart, cache_blen,
-                                                       cache_bytes)
-                                b0 = cache_fill[0]
-                                for k in range(pe - ps):
-                                    cache_bytes[b0 + k] = norm_buf[ps + k]
-                                i0 = cache_fill[1]
-                                for k in range(n_ids):
-                                    cache_ids[i0 + k] = out_ids[n_out + k]
-                                cache_hash[slot] = hash_bytes(norm_buf, ps, pe)
-                                cache_bstart[slot] = b0
-                                cache_blen[slot] = pe - ps
-                                cache_istart[slot] = i0
-                                cache_ilen[slot] = n_ids
-                                cache_fill[0] = b0 + (pe - ps)
-                                cache_fill[1] = i0 + n_ids
-                                cache_fill[2] += 1
+                            if row >= 0:
+                                cache_store(cache, norm_buf, ps, pe, out_ids, n_out, n_ids)
                             n_out += n_ids
                             ps = pe
                     elif gap_end > q:

@@ -144,13 +144,36 @@ def make_bpe_vocab(model) -> BPEVocab:
 
 
 # -------------------------------------------------------------------------------------------------
+# per-thread piece -> ids cache (tokjit.kernels.piece_cache)
+
+PieceCacheType, PieceCache, PIECE_CACHE = _declare("PieceCache", [
+    ("rows", types.int64[:, ::1]), ("byte_pool", _U8), ("id_pool", _I32), ("fill", _I64),
+])
+
+
+@njit(cache=True)
+def _new_piece_cache(fields):
+    s = structref.new(PIECE_CACHE)
+    s.rows = fields[0]
+    s.byte_pool = fields[1]
+    s.id_pool = fields[2]
+    s.fill = fields[3]
+    return s
+
+
+def make_piece_cache() -> PieceCache:
+    """An empty cache sized by :mod:`tokjit.kernels.piece_cache`; a thread keeps it when its buffers grow."""
+    from tokjit.kernels import piece_cache as pc
+    return _new_piece_cache((np.zeros((pc.SLOTS, pc.ROW), np.int64), np.zeros(pc.POOL_BYTES, np.uint8),
+                             np.zeros(pc.POOL_IDS, np.int32), np.zeros(3, np.int64)))
+
+
+# -------------------------------------------------------------------------------------------------
 # per-thread BPE scratch: merge workspace + piece cache
 
 BPEScratchType, BPEScratch, BPE_SCRATCH = _declare("BPEScratch", [
     ("start", _I64), ("end", _I64), ("id", _I32), ("rank", _I64), ("prev", _I64), ("next", _I64),
-    ("heap", _I64), ("stack", _I64), ("rev_left", _I32), ("touched", _I64),
-    ("cache_hash", _I64), ("cache_bstart", _I64), ("cache_blen", _I64), ("cache_istart", _I64),
-    ("cache_ilen", _I64), ("cache_bytes", _U8), ("cache_ids", _I32), ("cache_fill", _I64),
+    ("heap", _I64), ("stack", _I64), ("rev_left", _I32), ("touched", _I64), ("cache", PIECE_CACHE),
 ])
 
 
@@ -169,22 +192,15 @@ def _new_bpe_scratch(fields):
     s.stack = fields[7]
     s.rev_left = fields[8]
     s.touched = fields[9]
-    s.cache_hash = fields[10]
-    s.cache_bstart = fields[11]
-    s.cache_blen = fields[12]
-    s.cache_istart = fields[13]
-    s.cache_ilen = fields[14]
-    s.cache_bytes = fields[15]
-    s.cache_ids = fields[16]
-    s.cache_fill = fields[17]
+    s.cache = fields[10]
     return s
 
 
-def make_bpe_scratch(workspace, rev_left, touched, cache) -> BPEScratch:
+def make_bpe_scratch(workspace, rev_left, touched, cache: PieceCache) -> BPEScratch:
     """From a :class:`tokjit.models.bpe.Workspace`, the per-id ``rev_left``, ``touched`` and a piece cache."""
     w = workspace
     return _new_bpe_scratch((w.start, w.end, w.id, w.rank, w.prev, w.next, w.heap, w.stack, rev_left, touched,
-                             *cache.arrays))
+                             cache))
 
 
 # -------------------------------------------------------------------------------------------------

@@ -1,0 +1,131 @@
+"""Each thread's piece -> ids cache: one 64-byte row per piece, so a hit reads one cache line.
+
+A piece's ids depend only on its bytes, and text repeats words, so the fused BPE kernels remember the
+ids of pieces up to ``MAX_PIECE`` bytes (as HF's BPE cache does). Row ``r`` of ``rows`` (int64[SLOTS, 8]):
+
+* ``[0]`` the piece's hash; ``[1]`` ``n_bytes | n_ids << 16 | byte_pool_offset << 32`` (0 = empty row);
+* ``[2]``, ``[3]`` its first 16 bytes, little-endian (zero-padded); bytes 16.. live in ``byte_pool``;
+* ``[4..7]`` up to ``INLINE_IDS`` ids, two int32 per word; more ids live in ``id_pool`` from ``[4]``.
+
+Open addressing with linear probing over a power-of-two table kept at most half full; when a pool or
+the table fills up the cache is emptied and refills, so memory stays bounded. The layout replaced five
+parallel arrays and two pools, which cost a cache line each per lookup.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+SLOTS = 1 << 15
+ROW = 8
+MAX_PIECE = 48
+INLINE_BYTES = 16
+INLINE_IDS = 8
+POOL_BYTES = 1 << 19
+POOL_IDS = 1 << 18
+
+_K0 = np.int64(-7046029254386353131)  # odd 64-bit mixing constants (splitmix64's)
+_K1 = np.int64(-4658895280553007687)
+_FNV_PRIME = np.int64(1099511628211)
+_LOW32 = np.int64(0xFFFFFFFF)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def piece_key(buf, s, e):
+    """(hash, first 8 bytes, next 8 bytes) of ``buf[s:e]``: the words are built byte by byte (no
+    dependency chain through a multiply), the hash mixes them once, and bytes past 16 go through FNV."""
+    n = e - s
+    w0 = np.int64(0)
+    w1 = np.int64(0)
+    m = n if n < 8 else 8
+    for i in range(m):
+        w0 |= np.int64(buf[s + i]) << (8 * i)
+    m = n if n < INLINE_BYTES else INLINE_BYTES
+    for i in range(8, m):
+        w1 |= np.int64(buf[s + i]) << (8 * (i - 8))
+    h = (w0 * _K0) ^ (w1 * _K1) ^ np.int64(n)
+    for i in range(INLINE_BYTES, n):
+        h = (h ^ np.int64(buf[s + i])) * _FNV_PRIME
+    return h ^ (h >> 29), w0, w1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def cache_find(rows, byte_pool, buf, s, e):
+    """The row holding piece ``buf[s:e]``, or the empty row where it would go (``rows[r, 1] == 0``)."""
+    h, w0, w1 = piece_key(buf, s, e)
+    n = e - s
+    mask = rows.shape[0] - 1
+    r = h & mask
+    while True:
+        meta = rows[r, 1]
+        if meta == 0:
+            return r
+        if rows[r, 0] == h and (meta & 0xFFFF) == n and rows[r, 2] == w0 and rows[r, 3] == w1:
+            if n <= INLINE_BYTES:
+                return r
+            off = meta >> 32
+            same = True
+            for k in range(n - INLINE_BYTES):
+                if byte_pool[off + k] != buf[s + INLINE_BYTES + k]:
+                    same = False
+                    break
+            if same:
+                return r
+        r = (r + 1) & mask
+
+
+@njit(cache=True, nogil=True, inline="always")
+def cache_emit(rows, id_pool, r, out, at):
+    """Copy the ids of the piece in row ``r`` to ``out[at:]``; returns how many."""
+    k = (rows[r, 1] >> 16) & 0xFFFF
+    if k <= INLINE_IDS:
+        for i in range(k):
+            out[at + i] = (rows[r, 4 + (i >> 1)] >> (32 * (i & 1))) & _LOW32
+    else:
+        i0 = rows[r, 4]
+        for i in range(k):
+            out[at + i] = id_pool[i0 + i]
+    return k
+
+
+@njit(cache=True, nogil=True)
+def cache_store(cache, buf, s, e, ids, at, k):
+    """Remember that piece ``buf[s:e]`` (absent from the cache) encodes to ``ids[at:at + k]``; empties
+    the cache first when the table would pass half full or a pool would overflow. O(piece + ids), and
+    O(SLOTS) on the rare emptying."""
+    rows, byte_pool, id_pool, fill = cache.rows, cache.byte_pool, cache.id_pool, cache.fill
+    n = e - s
+    long_bytes = n - INLINE_BYTES if n > INLINE_BYTES else 0
+    long_ids = k if k > INLINE_IDS else 0
+    if k > 0xFFFF:
+        return
+    if 2 * (fill[2] + 1) > rows.shape[0] or fill[0] + long_bytes > byte_pool.shape[0] or \
+            fill[1] + long_ids > id_pool.shape[0]:
+        for r in range(rows.shape[0]):
+            rows[r, 1] = 0
+        fill[0] = 0
+        fill[1] = 0
+        fill[2] = 0
+    r = cache_find(rows, byte_pool, buf, s, e)
+    h, w0, w1 = piece_key(buf, s, e)
+    rows[r, 0] = h
+    rows[r, 2] = w0
+    rows[r, 3] = w1
+    off = fill[0]
+    for i in range(long_bytes):
+        byte_pool[off + i] = buf[s + INLINE_BYTES + i]
+    fill[0] = off + long_bytes
+    if long_ids:
+        i0 = fill[1]
+        for i in range(k):
+            id_pool[i0 + i] = ids[at + i]
+        fill[1] = i0 + k
+        rows[r, 4] = i0
+    else:
+        for j in range(4, ROW):
+            rows[r, j] = 0
+        for i in range(k):
+            rows[r, 4 + (i >> 1)] |= (np.int64(ids[at + i]) & _LOW32) << (32 * (i & 1))
+    rows[r, 1] = np.int64(n) | (np.int64(k) << 16) | (np.int64(off) << 32)
+    fill[2] += 1
