@@ -118,7 +118,7 @@ class FusedBPE(FusedPath):
             # the check costs a Python frame per call, so only tokenizers with a normal form pay it
             self.encode_list = self._encode_list_checked
         self.model: BPEModel = tok.model
-        vocab = structs.make_bpe_vocab(self.model)
+        vocab = self.model.kernel_vocab()
         rx = structs.make_regex(regex.program, behavior, invert)
         # indexed by parse_special
         self.pipes = (structs.make_bpe_pipe(structs.make_trie(tok._match_plain), rx, vocab),

@@ -89,7 +89,7 @@ class FusedSentencePiece(FusedPath):
     def __init__(self, tok, ws_flags):
         self.tok = tok
         self.model: BPEModel = tok.model
-        vocab = structs.make_bpe_vocab(self.model)
+        vocab = self.model.kernel_vocab()
         flags = np.int64(ws_flags)
         # indexed by parse_special
         self.pipes = (

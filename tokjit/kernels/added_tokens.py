@@ -129,3 +129,11 @@ def claim_longest_first(buf, start, end, order, occ_start, occ_id, token_len, st
         out_ids[n] = tid
         n += 1
     return n
+
+
+@njit(cache=True, nogil=True)
+def find_added_tokens_in(trie, buf, start, end, out_starts, out_ends, out_ids):
+    """:func:`find_added_tokens` over a compiled :data:`~tokjit.kernels.structs.TRIE`: the form the fused
+    kernels call (one structure instead of six arrays keeps their per-call cost down)."""
+    return find_added_tokens(buf, start, end, trie.first_byte, trie.child_start, trie.child_count, trie.edge_byte,
+                             trie.edge_target, trie.node_token, out_starts, out_ends, out_ids)

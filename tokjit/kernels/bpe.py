@@ -182,21 +182,19 @@ def _heap_pop(heap, size):
 
 
 @njit(cache=True, nogil=True)
-def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
-               tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
-               pair_slots,
-               flags, unk_id, max_token_len,
-               out_ids, out_starts, out_ends,
-               ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
-               token_flags, rev_left, touched, stack, unsafe_prev):
-    """Encode every piece ``buf[piece_starts[i]:piece_ends[i]]``; returns the number of ids written.
+def bpe_encode(vocab, scratch, buf, piece_starts, piece_ends, first_piece, n_pieces, out_ids, out_starts, out_ends):
+    """Encode pieces ``buf[piece_starts[i]:piece_ends[i]]`` for ``i`` in ``first_piece..first_piece +
+    n_pieces - 1``; returns the number of ids written to ``out_ids`` (spans to ``out_starts``/``out_ends``).
+
+    ``vocab`` is the compiled :data:`~tokjit.kernels.structs.BPE_VOCAB`, ``scratch`` the calling thread's
+    :data:`~tokjit.kernels.structs.BPE_SCRATCH` (merge workspace; its piece cache is not used here).
 
     Algorithm: optional whole-piece lookup, then repeatedly merge the adjacent pair of lowest rank,
     leftmost first (tiktoken ``byte_pair_encode``, HF ``BPE::merge_word``, sentencepiece
     ``bpe_model.cc`` all agree on this order). Short pieces use an O(m^2) scan over a compact
     array; long pieces a lazy-deletion binary heap over a linked list, O(m log m).
     Writes ids and the byte span each id covers into ``out_*`` (capacity >= total piece bytes),
-    using the ``ws_*``/``heap`` workspaces (capacity >= longest piece, heap >= 3x that).
+    using the scratch workspaces (capacity >= longest piece, heap >= 3x that).
 
     With ``FLAG_RESEGMENT_UNUSED`` (sentencepiece ``bpe_model.cc``): merge candidates are proposed in
     sentencepiece's order (all bigrams left to right, then after each merge the pair to the left of the
@@ -208,6 +206,13 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
     With ``FLAG_SPLIT_SPACE_SYMBOL`` each piece is first cut before U+2581 (see ``_space_split_end``;
     ``unsafe_prev`` lists the code points after which no cut is made).
     """
+    tok_blob, tok_offsets, tok_table, byte_ids = vocab.blob, vocab.offsets, vocab.table, vocab.byte_ids
+    merge_rank, pair_slots, token_flags, unsafe_prev = vocab.merge_rank, vocab.pair_slots, vocab.token_flags, \
+        vocab.unsafe_prev
+    flags, unk_id, max_token_len = vocab.flags, vocab.unk_id, vocab.max_len
+    ws_start, ws_end, ws_id, ws_rank = scratch.start, scratch.end, scratch.id, scratch.rank
+    ws_prev, ws_next, heap, stack = scratch.prev, scratch.next, scratch.heap, scratch.stack
+    rev_left, touched = scratch.rev_left, scratch.touched
     byte_symbols = (flags & FLAG_BYTE_SYMBOLS) != 0
     whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
     by_bytes = (flags & FLAG_RANK_BY_BYTES) != 0
@@ -217,13 +222,14 @@ def bpe_encode(buf, piece_starts, piece_ends, n_pieces,
     split_space = (flags & FLAG_SPLIT_SPACE_SYMBOL) != 0
     n_touched = 0
     n_out = 0
-    p = -1
+    p = first_piece - 1
+    last_piece = first_piece + n_pieces
     cursor = np.int64(0)
     piece_end = np.int64(0)
     while True:
         if cursor >= piece_end:
             p += 1
-            if p >= n_pieces:
+            if p >= last_piece:
                 break
             cursor = piece_starts[p]
             piece_end = piece_ends[p]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from numba import njit
 
-from tokjit.kernels.added_tokens import find_added_tokens
+from tokjit.kernels.added_tokens import find_added_tokens_in
 from tokjit.kernels.split import apply_split_behavior
-from tokjit.kernels.regex_vm import find_matches
+from tokjit.kernels.regex_vm import find_matches_in
 from tokjit.kernels.bpe import bpe_encode
 from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_store
 
@@ -74,22 +74,14 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     A piece's ids depend only on its bytes, so short pieces are remembered in the thread's piece cache
     (:mod:`tokjit.kernels.piece_cache`; text repeats words): a hit copies the ids instead of merging again.
     """
+    # only what the per-piece loop reads is unpacked here; the stages take their structures whole (an
+    # array unpacked here and passed to a call costs a reference count round trip per kernel call)
     pipe, sp, bs = session.pipe, session.spans, session.bpe
-    at = pipe.trie
-    at_first, at_child_start, at_child_count = at.first_byte, at.child_start, at.child_count
-    at_edge_byte, at_edge_target, at_token = at.edge_byte, at.edge_target, at.node_token
-    rx = pipe.regex
-    rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg = rx.prog, rx.rep_info, rx.cls_ascii, rx.cls_mask, rx.cls_neg
-    rx_roff, rx_ranges, rx_gc, behavior, invert = rx.cls_roff, rx.cls_ranges, rx.gc, rx.behavior, rx.invert
-    v = pipe.vocab
-    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank = v.blob, v.offsets, v.table, v.byte_ids, v.merge_rank
-    pair_slots, flags, unk_id, max_token_len = v.pair_slots, v.flags, v.unk_id, v.max_len
-    token_flags, unsafe_prev = v.token_flags, v.unsafe_prev
+    trie, rx, vocab = pipe.trie, pipe.regex, pipe.vocab
+    behavior, invert = rx.behavior, rx.invert
     at_starts, at_ends, at_ids = sp.at_starts, sp.at_ends, sp.at_ids
     match_starts, match_ends, piece_starts, piece_ends = sp.match_starts, sp.match_ends, sp.piece_starts, sp.piece_ends
     rx_stack, rx_params, tok_starts, tok_ends, io = sp.rx_stack, sp.rx_params, sp.tok_starts, sp.tok_ends, sp.io
-    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next = bs.start, bs.end, bs.id, bs.rank, bs.prev, bs.next
-    heap, bpe_stack, rev_left, touched = bs.heap, bs.stack, bs.rev_left, bs.touched
     cache = bs.cache
     cache_rows, cache_bytes, cache_ids = cache.rows, cache.byte_pool, cache.id_pool
     rx_params[0] = 0
@@ -105,15 +97,13 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             io[0] = n_out
             return d
         rx_params[1] = STEP_BUDGET_PER_BYTE * (de - ds + 1) + 100_000
-        n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
-                                    at_edge_target, at_token, at_starts, at_ends, at_ids)
+        n_added = find_added_tokens_in(trie, buf, ds, de, at_starts, at_ends, at_ids)
         doc_begin = n_out
         pos = ds
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
             if seg_end > pos:
-                n_m = find_matches(buf, pos, seg_end, rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff,
-                                   rx_ranges, rx_gc, rx_params, match_starts, match_ends, rx_stack)
+                n_m = find_matches_in(rx, buf, pos, seg_end, rx_params, match_starts, match_ends, rx_stack)
                 if n_m < 0:
                     io[1] = STATUS_REGEX_STACK
                     io[0] = doc_begin
@@ -131,12 +121,8 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                         if cache_rows[row, 1] != 0:
                             n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
                             continue
-                    n_ids = bpe_encode(buf, piece_starts[q:q + 1], piece_ends[q:q + 1], 1,
-                                       tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
-                                       pair_slots, flags, unk_id, max_token_len,
-                                       out_ids[n_out:], tok_starts, tok_ends,
-                                       ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
-                                       token_flags, rev_left, touched, bpe_stack, unsafe_prev)
+                    n_ids = bpe_encode(vocab, bs, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:], tok_starts,
+                                       tok_ends)
                     if row >= 0:
                         cache_store(cache, buf, ps, pe, out_ids, n_out, n_ids)
                     n_out += n_ids

@@ -451,3 +451,11 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
     return n_out
 
 
+
+
+@njit(cache=True, nogil=True)
+def find_matches_in(rx, buf, start, end, params, out_starts, out_ends, stack):
+    """:func:`find_matches` with the program of a compiled :data:`~tokjit.kernels.structs.REGEX`: the form
+    the fused kernels call (one structure instead of eight arrays keeps their per-call cost down)."""
+    return find_matches(buf, start, end, rx.prog, rx.rep_info, rx.cls_ascii, rx.cls_mask, rx.cls_neg, rx.cls_roff,
+                        rx.cls_ranges, rx.gc, params, out_starts, out_ends, stack)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from numba import njit, types
 from numba.experimental import structref
 
-from tokjit.kernels.added_tokens import find_added_tokens
+from tokjit.kernels.added_tokens import find_added_tokens_in
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
 from tokjit.kernels import structs
 from tokjit.kernels.bpe import FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_encode
@@ -107,21 +107,13 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     ``spans.tok_*`` and the BPE workspaces >= 3 * longest document + 4; ``spans.at_*`` >= longest + 1;
     ``bufs.ident`` = arange of length >= longest + 1.
     """
+    # only what the loops read is unpacked; the stages take their structures whole (see kernels.fused)
     pipe, sp, bs, bf = session.pipe, session.spans, session.bpe, session.bufs
     at, ud, v = pipe.raw, pipe.user, pipe.vocab
-    ws_flags = pipe.ws_flags
-    at_first, at_child_start, at_child_count = at.first_byte, at.child_start, at.child_count
-    at_edge_byte, at_edge_target, at_token = at.edge_byte, at.edge_target, at.node_token
-    ud_first, ud_child_start, ud_child_count = ud.first_byte, ud.child_start, ud.child_count
-    ud_edge_byte, ud_edge_target, ud_token = ud.edge_byte, ud.edge_target, ud.node_token
-    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank = v.blob, v.offsets, v.table, v.byte_ids, v.merge_rank
-    pair_slots, flags, unk_id, max_token_len = v.pair_slots, v.flags, v.unk_id, v.max_len
-    token_flags, unsafe_prev = v.token_flags, v.unsafe_prev
+    ws_flags, flags, unsafe_prev = pipe.ws_flags, v.flags, v.unsafe_prev
     at_starts, at_ends, at_ids, tok_starts, tok_ends = sp.at_starts, sp.at_ends, sp.at_ids, sp.tok_starts, sp.tok_ends
     ident, ud_starts, ud_ends, ud_ids = bf.ident, bf.ud_starts, bf.ud_ends, bf.ud_ids
     norm_buf, norm_align, one_start, one_end = bf.norm_buf, bf.norm_align, bf.one_start, bf.one_end
-    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next = bs.start, bs.end, bs.id, bs.rank, bs.prev, bs.next
-    heap, bpe_stack, rev_left, touched = bs.heap, bs.stack, bs.rev_left, bs.touched
     cache = bs.cache
     cache_rows, cache_bytes, cache_ids = cache.rows, cache.byte_pool, cache.id_pool
     split_space = (flags & FLAG_SPLIT_SPACE_SYMBOL) != 0
@@ -130,16 +122,14 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     for d in range(first_doc, last_doc):
         ds = doc_starts[d]
         de = doc_ends[d]
-        n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
-                                    at_edge_target, at_token, at_starts, at_ends, at_ids)
+        n_added = find_added_tokens_in(at, buf, ds, de, at_starts, at_ends, at_ids)
         pos = ds
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
             if seg_end > pos:
                 n = seg_end - pos
                 m = sentencepiece_whitespace(buf[pos:seg_end], ident, n, ws_flags, norm_buf, norm_align)
-                n_ud = find_added_tokens(norm_buf, 0, m, ud_first, ud_child_start, ud_child_count,
-                                         ud_edge_byte, ud_edge_target, ud_token, ud_starts, ud_ends, ud_ids)
+                n_ud = find_added_tokens_in(ud, norm_buf, 0, m, ud_starts, ud_ends, ud_ids)
                 q = 0
                 for u in range(n_ud + 1):
                     gap_end = ud_starts[u] if u < n_ud else m
@@ -158,12 +148,7 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                                     continue
                             one_start[0] = ps
                             one_end[0] = pe
-                            n_ids = bpe_encode(norm_buf, one_start, one_end, 1,
-                                               tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
-                                               pair_slots, flags, unk_id, max_token_len,
-                                               out_ids[n_out:], tok_starts, tok_ends,
-                                               ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
-                                               token_flags, rev_left, touched, bpe_stack, unsafe_prev)
+                            n_ids = bpe_encode(v, bs, norm_buf, one_start, one_end, 0, 1, out_ids[n_out:], tok_starts, tok_ends)
                             if row >= 0:
                                 cache_store(cache, norm_buf, ps, pe, out_ids, n_out, n_ids)
                             n_out += n_ids
@@ -171,12 +156,7 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                     elif gap_end > q:
                         one_start[0] = q
                         one_end[0] = gap_end
-                        n_out += bpe_encode(norm_buf, one_start, one_end, 1,
-                                            tok_blob, tok_offsets, tok_table, byte_ids, merge_rank,
-                                            pair_slots, flags, unk_id, max_token_len,
-                                            out_ids[n_out:], tok_starts, tok_ends,
-                                            ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap,
-                                            token_flags, rev_left, touched, bpe_stack, unsafe_prev)
+                        n_out += bpe_encode(v, bs, norm_buf, one_start, one_end, 0, 1, out_ids[n_out:], tok_starts, tok_ends)
                     if u < n_ud:
                         out_ids[n_out] = ud_ids[u]
                         n_out += 1

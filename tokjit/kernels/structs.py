@@ -161,11 +161,14 @@ def _new_piece_cache(fields):
     return s
 
 
-def make_piece_cache() -> PieceCache:
-    """An empty cache sized by :mod:`tokjit.kernels.piece_cache`; a thread keeps it when its buffers grow."""
+def make_piece_cache(slots: int | None = None) -> PieceCache:
+    """An empty cache sized by :mod:`tokjit.kernels.piece_cache` (``slots`` rows, a power of two; a tiny one
+    for scratch that never caches); a thread keeps it when its buffers grow."""
     from tokjit.kernels import piece_cache as pc
-    return _new_piece_cache((np.zeros((pc.SLOTS, pc.ROW), np.int64), np.zeros(pc.POOL_BYTES, np.uint8),
-                             np.zeros(pc.POOL_IDS, np.int32), np.zeros(3, np.int64)))
+    rows = pc.SLOTS if slots is None else slots
+    small = slots is not None
+    return _new_piece_cache((np.zeros((rows, pc.ROW), np.int64), np.zeros(1 if small else pc.POOL_BYTES, np.uint8),
+                             np.zeros(1 if small else pc.POOL_IDS, np.int32), np.zeros(3, np.int64)))
 
 
 # -------------------------------------------------------------------------------------------------

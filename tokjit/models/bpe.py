@@ -9,11 +9,14 @@ from __future__ import annotations
 
 
 
+import functools
+
 import numpy as np
 
 from tokjit.compile import PairTable, TokenTable, check_ids, split_merge_rows
 from tokjit.errors import ModelFileError, UnsupportedComponentError
 from tokjit.kernels import bpe as bpe_kernel
+from tokjit.kernels import structs
 from tokjit.spec import TokenizerSpec, TokenType
 
 
@@ -22,6 +25,12 @@ def model_mask(spec: TokenizerSpec) -> np.ndarray:
     if spec.model_mask is not None:
         return spec.model_mask.astype(np.bool_)
     return np.ones(len(spec.tokens), dtype=np.bool_)
+
+
+@functools.lru_cache(maxsize=None)
+def _no_piece_cache():
+    """The staged path's BPE scratch never caches pieces: a two-row cache fills the structure's slot."""
+    return structs.make_piece_cache(slots=2)
 
 
 class Workspace:
@@ -58,6 +67,16 @@ class Workspace:
         if arr is None or arr.shape[0] != n:
             arr = self._touched = np.zeros(n, np.int64)
         return arr
+
+    def bpe_scratch(self, model: "BPEModel"):
+        """These buffers as the BPE kernel's :data:`~tokjit.kernels.structs.BPE_SCRATCH` for ``model``
+        (rebuilt only when the buffers grow or the model changes)."""
+        key = (self.cap, id(model))
+        if getattr(self, "_scratch_key", None) != key:
+            self._scratch = structs.make_bpe_scratch(self, self.rev_left(model.token_flags.shape[0]),
+                                                     self.touched(model.touched.shape[0]), _no_piece_cache())
+            self._scratch_key = key
+        return self._scratch
 
 
 class BPEModel:
@@ -182,17 +201,16 @@ class BPEModel:
         out_ids = np.empty(total, np.int32)
         out_starts = np.empty(total, np.int64)
         out_ends = np.empty(total, np.int64)
-        v, p = self.vocab, self.pairs
-        rev_left = ws.rev_left(self.token_flags.shape[0])
-        n = bpe_kernel.bpe_encode(
-            buf, starts, ends, np.int64(starts.shape[0]),
-            v.blob, v.offsets, v.table, self.byte_ids, self.merge_rank,
-            p.slots,
-            self.flags, self.unk_id, self.max_len,
-            out_ids, out_starts, out_ends,
-            ws.start, ws.end, ws.id, ws.rank, ws.prev, ws.next, ws.heap,
-            self.token_flags, rev_left, ws.touched(self.touched.shape[0]), ws.stack, self.unsafe_prev)
+        n = bpe_kernel.bpe_encode(self.kernel_vocab(), ws.bpe_scratch(self), buf, starts, ends, np.int64(0),
+                                  np.int64(starts.shape[0]), out_ids, out_starts, out_ends)
         return out_ids[:n], out_starts[:n], out_ends[:n]
+
+    def kernel_vocab(self):
+        """The compiled vocabulary as the kernels' :data:`~tokjit.kernels.structs.BPE_VOCAB` (built once)."""
+        vocab = self.__dict__.get("_kernel_vocab")
+        if vocab is None:
+            vocab = self._kernel_vocab = structs.make_bpe_vocab(self)
+        return vocab
 
 
 SPACE_SYMBOL = "\u2581".encode("utf-8")
