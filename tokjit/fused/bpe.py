@@ -15,6 +15,8 @@ from unicodedata import is_normalized
 import numpy as np
 
 from tokjit.kernels import fused, structs
+from tokjit.kernels.split_known import SHAPE_VM
+from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, doc_sizes
 from tokjit.fused.threads import utf8_bytes, writable_docs
 from tokjit.models.bpe import BPEModel, Workspace
@@ -119,7 +121,9 @@ class FusedBPE(FusedPath):
             self.encode_list = self._encode_list_checked
         self.model: BPEModel = tok.model
         vocab = self.model.kernel_vocab()
-        rx = structs.make_regex(regex.program, behavior, invert)
+        known = recognize(regex.program)
+        self.shape = known[0] if known is not None else SHAPE_VM
+        rx = structs.make_regex(regex.program, behavior, invert, known)
         # indexed by parse_special
         self.pipes = (structs.make_bpe_pipe(structs.make_trie(tok._match_plain), rx, vocab),
                       structs.make_bpe_pipe(structs.make_trie(tok._match_all), rx, vocab))

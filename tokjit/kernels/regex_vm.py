@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
+
 __all__ = ["find_matches", "ERR_OUT_FULL", "ERR_STACK_FULL", "ERR_BUDGET"]
 
 # ----------------------------------------------------------------------------- instruction set
@@ -455,7 +457,13 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
 
 @njit(cache=True, nogil=True)
 def find_matches_in(rx, buf, start, end, params, out_starts, out_ends, stack):
-    """:func:`find_matches` with the program of a compiled :data:`~tokjit.kernels.structs.REGEX`: the form
-    the fused kernels call (one structure instead of eight arrays keeps their per-call cost down)."""
+    """The matches of a compiled :data:`~tokjit.kernels.structs.REGEX` in ``buf[start:end]``: its
+    straight-line scanner when the pattern has one (:mod:`tokjit.kernels.split_known`), else (or when
+    the scanner defers) :func:`find_matches`. The form the fused kernels call (one structure instead of
+    eight arrays keeps their per-call cost down)."""
+    if rx.shape != SHAPE_VM:
+        n = split_known(rx.shape, rx.shape_flags, rx.max_digits, rx.roles, buf, start, end, out_starts, out_ends)
+        if n != DEFER:
+            return n
     return find_matches(buf, start, end, rx.prog, rx.rep_info, rx.cls_ascii, rx.cls_mask, rx.cls_neg, rx.cls_roff,
                         rx.cls_ranges, rx.gc, params, out_starts, out_ends, stack)

@@ -76,6 +76,8 @@ RegexType, Regex, REGEX = _declare("Regex", [
     ("prog", types.int32[:, ::1]), ("rep_info", types.int32[:, ::1]), ("cls_ascii", types.uint8[:, ::1]),
     ("cls_mask", types.uint64[::1]), ("cls_neg", _U8), ("cls_roff", _I32), ("cls_ranges", _I32),
     ("gc", _U8), ("n_memo", types.int64), ("behavior", types.int64), ("invert", types.boolean),
+    # a recognized pattern's scanner (tokjit.kernels.split_known): shape (0 = the VM), flags, digits, roles
+    ("shape", types.int64), ("shape_flags", types.int64), ("max_digits", types.int64), ("roles", _U8),
 ])
 
 
@@ -95,15 +97,23 @@ def _new_regex(fields):
     s.n_memo = fields[8]
     s.behavior = fields[9]
     s.invert = fields[10]
+    s.shape = fields[11]
+    s.shape_flags = fields[12]
+    s.max_digits = fields[13]
+    s.roles = fields[14]
     return s
 
 
-def make_regex(program, behavior: int, invert: bool) -> Regex:
+def make_regex(program, behavior: int, invert: bool, known=None) -> Regex:
+    """``known``: ``(shape, flags, max_digits, roles)`` of the pattern's scanner (``tokjit.regex.known``),
+    or ``None`` for the VM."""
     p = program
+    shape, flags, max_digits, roles = known if known is not None else (0, 0, 0, np.zeros(1, np.uint8))
     return _new_regex((_arr(p.prog, np.int32), _arr(p.rep_info, np.int32), _arr(p.cls_ascii, np.uint8),
                        _arr(p.cls_mask, np.uint64), _arr(p.cls_neg, np.uint8), _arr(p.cls_roff, np.int32),
                        _arr(p.cls_ranges, np.int32), _arr(p.gc, np.uint8), np.int64(p.n_memo),
-                       np.int64(behavior), bool(invert)))
+                       np.int64(behavior), bool(invert), np.int64(shape), np.int64(flags), np.int64(max_digits),
+                       _arr(roles, np.uint8)))
 
 
 # -------------------------------------------------------------------------------------------------

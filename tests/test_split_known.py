@@ -1,0 +1,108 @@
+"""The straight-line split scanners (tokjit.kernels.split_known) give the regex VM's matches.
+
+The VM is itself checked against HF tokenizers and tiktoken by the parity suites; here every recognized
+pattern, under every syntax a loader uses, must split every corpus text, every edge case and a few
+thousand generated strings exactly as the VM does. Also: the real patterns in the shared data are
+recognized (so a refactor cannot silently turn the scanners off), and a pattern that differs is not.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from conftest import SHARED, corpus_lines
+from tokjit.kernels import split_known as sk
+from tokjit.pipeline.pre_tokenizers import GPT2_PATTERN
+from tokjit.regex.compiled import CompiledRegex
+from tokjit.regex.known import KNOWN, recognize
+
+PATTERNS = sorted(KNOWN)
+SYNTAXES = ("onig", "rust", "python")
+
+_ALPHABET = (
+    list("abcxyzSTDMLRVEABC") + list("0123456789") + ["'", "'", "’", " ", " ", " ", "\t", "\r", "\n", "\n", "\x0b",
+                                                      "\x0c", "\x85", "\u00a0", "\u2028", "\u3000", "\x1c"]
+    + list(".,;:!?-/()[]{}\"#$%&*+<=>@\\^_`|~") + ["\u0301", "\u0308", "\u093f", "ſ", "ǅ", "ʰ", "ª", "中", "文",
+                                                     "日", "カ", "한", "д", "Д", "ا", "א", "²", "Ⅻ", "١", "٣", "👍",
+                                                     "\U0001F3FD", "\u200d", "©", "∑"]
+)
+
+
+def _generated(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        k = rng.randint(1, 40)
+        out.append("".join(rng.choice(_ALPHABET) for _ in range(k)))
+    # contractions in every case next to letters, digits, marks and line breaks
+    for word in ("'s", "'S", "'t", "'re", "'RE", "'Ve", "'m", "'ll", "'lL", "'d", "'x", "'", "''s"):
+        for left in ("", "a", "A", "1", " ", "\n", "é", "中"):
+            for right in ("", "a", " ", "\n", "'", "ſ", "1"):
+                out.append(left + word + right)
+    return out
+
+
+def _texts() -> list[str]:
+    texts = corpus_lines(limit_per_file=400) if SHARED.is_dir() else []
+    return texts + _generated(3000, 7)
+
+
+def _scan(known, buf):
+    shape, flags, max_digits, roles = known
+    cap = buf.shape[0] + 16
+    out_s, out_e = np.empty(cap, np.int64), np.empty(cap, np.int64)
+    n = sk.split_known(np.int64(shape), np.int64(flags), np.int64(max_digits), roles, buf, np.int64(0),
+                       np.int64(buf.shape[0]), out_s, out_e)
+    return n, out_s, out_e
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p[:24])
+def test_scanner_matches_the_vm(pattern, syntax):
+    vm = CompiledRegex(pattern, syntax=syntax)
+    known = recognize(vm.program)
+    assert known is not None, "a known pattern must be recognized"
+    deferred = 0
+    texts = _texts()
+    for text in texts:
+        buf = np.frombuffer(bytearray(text.encode("utf-8")), np.uint8)
+        n, out_s, out_e = _scan(known, buf)
+        if n == sk.DEFER:
+            deferred += 1
+            continue
+        starts, ends = vm.find_spans(buf)
+        assert n >= 0
+        assert out_s[:n].tolist() == starts.tolist() and out_e[:n].tolist() == ends.tolist(), repr(text)
+    assert deferred < len(texts) // 20  # the VM is the exception
+
+
+def test_shared_patterns_are_recognized():
+    if not SHARED.is_dir():
+        pytest.skip("shared data not found")
+    patterns = {GPT2_PATTERN}
+    for entry in json.loads((SHARED / "data/tiktoken/encodings.json").read_text()).values():
+        patterns.add(entry["pat_str"])
+    for name in ("llama3", "gpt4o", "gpt35turbo"):
+        doc = json.loads((SHARED / f"data/hf/{name}/tokenizer.json").read_text())
+        steps = doc["pre_tokenizer"].get("pretokenizers") or [doc["pre_tokenizer"]]
+        patterns.update(s["pattern"]["Regex"] for s in steps if s.get("type") == "Split")
+    assert len(patterns) >= 5
+    for pattern in patterns:
+        assert recognize(CompiledRegex(pattern, syntax="onig").program) is not None, pattern
+
+
+def test_other_patterns_keep_the_vm():
+    cl100k = next(p for p in PATTERNS if p.startswith("(?i:'s"))
+    for pattern in (cl100k + "|x", cl100k.replace(r"\p{L}+", r"\p{L}*"), r"\s+|\S+", GPT2_PATTERN.upper()):
+        assert recognize(CompiledRegex(pattern, syntax="onig").program) is None
+
+
+def test_fused_path_uses_the_scanner():
+    import tokjit
+    tok = tokjit.get_encoding("o200k_base")
+    tok.encode("warm up")
+    assert tok._fused.shape != sk.SHAPE_VM

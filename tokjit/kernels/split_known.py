@@ -1,0 +1,287 @@
+"""Straight-line scanners for the split patterns the world uses, instead of the backtracking VM.
+
+Byte-level BPE tokenizers nearly all split with one of two pattern shapes:
+
+* ``SHAPE_WORDS`` -- GPT-2 and cl100k-style (Llama 3, GPT-3.5/4, Qwen 2): contractions, an optional
+  one-character prefix and a letter run, a digit run of at most ``max_digits``, an optional space and a run
+  of other characters (optionally followed by line breaks), then whitespace rules;
+* ``SHAPE_CASED`` -- o200k-style (GPT-4o): letter runs split by case, with contraction suffixes.
+
+:mod:`tokjit.regex.known` recognizes a pattern as one of them (its exact text; anything else runs in
+the VM) and builds ``roles``, a per-code-point table of the classes the pattern names, evaluated from the
+pattern's own compiled classes, so a scanner sees Unicode exactly as the VM would. Each alternative
+of the pattern becomes a direct test at the current position, including what the VM's backtracking
+would do (a letter run giving back its last character to a lookahead, a case run giving back a
+character that is in both case sets). O(n) over the segment.
+
+Mirrors ``find_matches`` for these patterns: same successive matches, same return convention; a
+case-insensitive contraction next to a non-ASCII character (where Unicode case folding could apply) is
+left to the VM (``DEFER``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+SHAPE_VM = 0
+SHAPE_WORDS = 1
+SHAPE_CASED = 2
+
+# roles[cp] bits
+ROLE_LETTER = 1  # \p{L}
+ROLE_NUMBER = 2  # \p{N}
+ROLE_SPACE = 4  # \s
+ROLE_UPPER = 8  # [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+ROLE_LOWER = 16  # [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+
+# flags of SHAPE_WORDS / SHAPE_CASED
+CONTRACTIONS_ANY_CASE = 1  # (?i:'s|...) rather than 's|...
+PREFIX_ANY = 2  # [^\r\n\p{L}\p{N}]?\p{L}+ rather than ' ?\p{L}+'
+NUMBER_AFTER_SPACE = 4  # ' ?\p{N}+'
+OTHER_THEN_BREAKS = 8  # ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+OTHER_THEN_BREAKS_SLASH = 16  # ... [\r\n/]*
+SPACE_TO_END = 32  # \s++$ before the other whitespace rules
+SPACE_TO_BREAK = 64  # \s*[\r\n]+ (or \s*[\r\n])
+
+DEFER = -2  # this segment needs the VM
+OUT_FULL = -1
+
+_APOSTROPHE = 39
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cp(buf, p):
+    """(code point, length) of the UTF-8 sequence at ``p`` (decoded like the VM)."""
+    b0 = np.int64(buf[p])
+    if b0 < 0x80:
+        return b0, 1
+    if b0 < 0xE0:
+        return ((b0 & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F), 2
+    if b0 < 0xF0:
+        return (((b0 & 0x0F) << 12) | ((np.int64(buf[p + 1]) & 0x3F) << 6)
+                | (np.int64(buf[p + 2]) & 0x3F)), 3
+    return (((b0 & 0x07) << 18) | ((np.int64(buf[p + 1]) & 0x3F) << 12)
+            | ((np.int64(buf[p + 2]) & 0x3F) << 6) | (np.int64(buf[p + 3]) & 0x3F)), 4
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _role_at(roles, buf, p, end):
+    """(roles bits, code point, length) at ``p``; (0, -1, 0) at ``end``."""
+    if p >= end:
+        return 0, np.int64(-1), 0
+    b0 = buf[p]
+    if b0 < 0x80:
+        return np.int64(roles[b0]), np.int64(b0), 1
+    cp, ln = _cp(buf, p)
+    return np.int64(roles[cp]), cp, ln
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _run(roles, buf, p, end, bits):
+    """End of the run of code points from ``p`` whose roles include any of ``bits``."""
+    while p < end:
+        r, _, ln = _role_at(roles, buf, p, end)
+        if (r & bits) == 0:
+            break
+        p += ln
+    return p
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _contraction(buf, p, end, any_case):
+    """End of a contraction ('s 't 're 've 'm 'll 'd) at ``p``, ``p`` when there is none, or DEFER."""
+    if p >= end or buf[p] != _APOSTROPHE or p + 1 >= end:
+        return p
+    c1 = np.int64(buf[p + 1])
+    if c1 >= 0x80:
+        return DEFER if any_case else p
+    if any_case and 65 <= c1 <= 90:
+        c1 += 32
+    if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
+        return p + 2
+    if c1 != 114 and c1 != 118 and c1 != 108:  # r v l
+        return p
+    if p + 2 >= end:
+        return p
+    c2 = np.int64(buf[p + 2])
+    if c2 >= 0x80:
+        return DEFER if any_case else p
+    if any_case and 65 <= c2 <= 90:
+        c2 += 32
+    if (c1 == 114 and c2 == 101) or (c1 == 118 and c2 == 101) or (c1 == 108 and c2 == 108):
+        return p + 3
+    return p
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _spaces(roles, buf, i, end, flags):
+    """The whitespace alternatives at ``i`` (a whitespace character): ``\\s++$``, ``\\s*[\\r\\n]+``,
+    ``\\s+(?!\\S)``, ``\\s+``, in that order."""
+    run_end = _run(roles, buf, i, end, ROLE_SPACE)
+    if run_end == end and (flags & SPACE_TO_END) != 0:
+        return end
+    if (flags & SPACE_TO_BREAK) != 0:
+        k = run_end - 1
+        while k >= i:
+            b = buf[k]
+            if b == 10 or b == 13:
+                return k + 1  # \s* gives back up to the last line break of the run
+            k -= 1
+    if run_end == end:
+        return end  # (?!\S) holds at the end of the segment
+    last = run_end - 1
+    while last > i and (buf[last] & 0xC0) == 0x80:
+        last -= 1
+    if last > i:
+        return last  # \s+ gives back its last character so that (?!\S) holds
+    return run_end
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _other_run(roles, buf, i, end, flags):
+    """`` ?[^\\s\\p{L}\\p{N}]+`` (+ line breaks, + '/') at ``i``, or ``i`` when it does not match."""
+    other = ROLE_LETTER | ROLE_NUMBER | ROLE_SPACE
+    p = i
+    if buf[p] == 32:
+        r1, _, _ = _role_at(roles, buf, p + 1, end)
+        if p + 1 < end and (r1 & other) == 0:
+            p += 1
+    r0, _, _ = _role_at(roles, buf, p, end)
+    if p >= end or (r0 & other) != 0:
+        return i
+    while p < end:
+        r, _, ln = _role_at(roles, buf, p, end)
+        if (r & other) != 0:
+            break
+        p += ln
+    if (flags & (OTHER_THEN_BREAKS | OTHER_THEN_BREAKS_SLASH)) != 0:
+        slash = (flags & OTHER_THEN_BREAKS_SLASH) != 0
+        while p < end and (buf[p] == 10 or buf[p] == 13 or (slash and buf[p] == 47)):
+            p += 1
+    return p
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _words_at(roles, buf, i, end, flags, max_digits):
+    """End of the SHAPE_WORDS match at ``i``; ``i`` when none matches; DEFER."""
+    r, c, ln = _role_at(roles, buf, i, end)
+    any_case = (flags & CONTRACTIONS_ANY_CASE) != 0
+    if c == _APOSTROPHE:
+        j = _contraction(buf, i, end, any_case)
+        if j != i:
+            return j
+    # letters, after an optional prefix
+    if (r & ROLE_LETTER) != 0:
+        return _run(roles, buf, i + ln, end, ROLE_LETTER)
+    if (flags & PREFIX_ANY) != 0:
+        prefix = c != 10 and c != 13 and (r & (ROLE_LETTER | ROLE_NUMBER)) == 0
+    else:
+        prefix = c == 32
+    if prefix:
+        r1, _, ln1 = _role_at(roles, buf, i + ln, end)
+        if (r1 & ROLE_LETTER) != 0:
+            return _run(roles, buf, i + ln + ln1, end, ROLE_LETTER)
+    # digits
+    p = i
+    if (flags & NUMBER_AFTER_SPACE) != 0 and c == 32:
+        r1, _, _ = _role_at(roles, buf, i + 1, end)
+        if (r1 & ROLE_NUMBER) != 0:
+            p = i + 1
+    rn, _, _ = _role_at(roles, buf, p, end)
+    if (rn & ROLE_NUMBER) != 0:
+        count = 0
+        while p < end and (max_digits == 0 or count < max_digits):
+            rd, _, lnd = _role_at(roles, buf, p, end)
+            if (rd & ROLE_NUMBER) == 0:
+                break
+            p += lnd
+            count += 1
+        return p
+    j = _other_run(roles, buf, i, end, flags)
+    if j != i:
+        return j
+    if (r & ROLE_SPACE) != 0:
+        return _spaces(roles, buf, i, end, flags)
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cased_core(roles, buf, p, end, lower_first):
+    """The letter part of the two o200k word alternatives from ``p``: ``U*L+`` (``lower_first``) or
+    ``U+L*``, where U / L are the upper / lower sets (both hold Lm, Lo and marks). End, or -1."""
+    u_end = _run(roles, buf, p, end, ROLE_UPPER)
+    w_end = _run(roles, buf, u_end, end, ROLE_LOWER)
+    if not lower_first:
+        return w_end if u_end > p else -1
+    if w_end > u_end:
+        return w_end
+    # U* gives back characters until one of them starts L+ (it must be in both sets)
+    k = u_end
+    while k > p:
+        k -= 1
+        while k > p and (buf[k] & 0xC0) == 0x80:
+            k -= 1
+        rk, _, lnk = _role_at(roles, buf, k, end)
+        if (rk & ROLE_LOWER) != 0:
+            return k + lnk
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cased_at(roles, buf, i, end, flags, max_digits):
+    """End of the SHAPE_CASED (o200k) match at ``i``; ``i`` when none matches; DEFER."""
+    r, c, ln = _role_at(roles, buf, i, end)
+    any_case = (flags & CONTRACTIONS_ANY_CASE) != 0
+    prefix = c != 10 and c != 13 and (r & (ROLE_LETTER | ROLE_NUMBER)) == 0
+    for lower_first in (True, False):
+        for with_prefix in (True, False):
+            if with_prefix and not prefix:
+                continue
+            core = _cased_core(roles, buf, i + ln if with_prefix else i, end, lower_first)
+            if core >= 0:
+                j = _contraction(buf, core, end, any_case)
+                return j
+    if (r & ROLE_NUMBER) != 0:
+        p = i
+        count = 0
+        while p < end and (max_digits == 0 or count < max_digits):
+            rd, _, lnd = _role_at(roles, buf, p, end)
+            if (rd & ROLE_NUMBER) == 0:
+                break
+            p += lnd
+            count += 1
+        return p
+    j = _other_run(roles, buf, i, end, flags)
+    if j != i:
+        return j
+    if (r & ROLE_SPACE) != 0:
+        return _spaces(roles, buf, i, end, flags)
+    return i
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, out_ends):
+    """All successive matches of a recognized pattern in ``buf[start:end]`` (valid UTF-8), as
+    ``find_matches`` returns them; OUT_FULL when the output is too small, DEFER when the VM must decide."""
+    n = 0
+    cap = out_starts.shape[0]
+    i = start
+    while i < end:
+        if shape == SHAPE_WORDS:
+            j = _words_at(roles, buf, i, end, flags, max_digits)
+        else:
+            j = _cased_at(roles, buf, i, end, flags, max_digits)
+        if j == DEFER:
+            return DEFER
+        if j == i:  # no alternative matches here: finditer moves on one character
+            _, _, ln = _role_at(roles, buf, i, end)
+            i += ln
+            continue
+        if n >= cap:
+            return OUT_FULL
+        out_starts[n] = i
+        out_ends[n] = j
+        n += 1
+        i = j
+    return n
