@@ -20,7 +20,7 @@ def _trie_child(node, b, child_start, child_count, edge_byte, edge_target):
     return -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def find_added_tokens(buf, start, end, first_byte, child_start, child_count, edge_byte, edge_target,
                       node_token, out_starts, out_ends, out_ids):
     """Leftmost-longest matches of the trie's tokens in ``buf[start:end]``; returns the count.
@@ -57,7 +57,7 @@ def find_added_tokens(buf, start, end, first_byte, child_start, child_count, edg
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def token_occurrences(buf, start, end, first_byte, child_start, child_count, edge_byte, edge_target,
                       node_token, token_priority, out_key, out_start, out_id):
     """Every (position, token) occurrence of the trie's tokens in ``buf[start:end]``; returns their
@@ -92,7 +92,7 @@ def _ascii_space(b):
     return b == 32 or (9 <= b <= 13)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def claim_longest_first(buf, start, end, order, occ_start, occ_id, token_len, strip_flags, claimed,
                         out_starts, out_ends, out_ids):
     """llama.cpp ``tokenizer_st_partition``: visit occurrences in ``order`` (token priority, then

@@ -206,13 +206,35 @@ def bpe_encode(vocab, scratch, buf, piece_starts, piece_ends, first_piece, n_pie
     With ``FLAG_SPLIT_SPACE_SYMBOL`` each piece is first cut before U+2581 (see ``_space_split_end``;
     ``unsafe_prev`` lists the code points after which no cut is made).
     """
-    tok_blob, tok_offsets, tok_table, byte_ids = vocab.blob, vocab.offsets, vocab.table, vocab.byte_ids
-    merge_rank, pair_slots, token_flags, unsafe_prev = vocab.merge_rank, vocab.pair_slots, vocab.token_flags, \
-        vocab.unsafe_prev
-    flags, unk_id, max_token_len = vocab.flags, vocab.unk_id, vocab.max_len
-    ws_start, ws_end, ws_id, ws_rank = scratch.start, scratch.end, scratch.id, scratch.rank
-    ws_prev, ws_next, heap, stack = scratch.prev, scratch.next, scratch.heap, scratch.stack
-    rev_left, touched = scratch.rev_left, scratch.touched
+    return bpe_core(vocab_tables(vocab), (vocab.flags, vocab.unk_id, vocab.max_len), scratch_tables(scratch), buf,
+                    piece_starts, piece_ends, first_piece, n_pieces, out_ids, out_starts, out_ends)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def vocab_tables(vocab):
+    """The arrays of a BPE_VOCAB in the order :func:`bpe_core` reads them."""
+    return (vocab.blob, vocab.offsets, vocab.table, vocab.byte_ids, vocab.merge_rank, vocab.pair_slots,
+            vocab.token_flags, vocab.unsafe_prev)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def scratch_tables(scratch):
+    """The arrays of a BPE_SCRATCH in the order :func:`bpe_core` reads them."""
+    return (scratch.start, scratch.end, scratch.id, scratch.rank, scratch.prev, scratch.next, scratch.heap,
+            scratch.stack, scratch.rev_left, scratch.touched)
+
+
+# Compiled without numba's reference counting: it reads arrays its caller keeps alive and allocates
+# nothing, and with counting on, every inlined helper taking an array paid an atomic incref/decref per
+# call inside the merge loops.
+@njit(cache=True, nogil=True, _nrt=False)
+def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, n_pieces, out_ids, out_starts,
+             out_ends):
+    """:func:`bpe_encode` over tuples of arrays (``vocab_tables``, (flags, unk_id, max_len),
+    ``scratch_tables``)."""
+    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank, pair_slots, token_flags, unsafe_prev = tables
+    flags, unk_id, max_token_len = scalars
+    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap, stack, rev_left, touched = work
     byte_symbols = (flags & FLAG_BYTE_SYMBOLS) != 0
     whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
     by_bytes = (flags & FLAG_RANK_BY_BYTES) != 0

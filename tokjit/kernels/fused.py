@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from numba import njit
 
-from tokjit.kernels.added_tokens import find_added_tokens_in
+from tokjit.kernels.added_tokens import find_added_tokens
 from tokjit.kernels.split import apply_split_behavior
-from tokjit.kernels.regex_vm import find_matches_in
-from tokjit.kernels.bpe import bpe_encode
-from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_store
+from tokjit.kernels.regex_vm import find_matches
+from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
+from tokjit.kernels.bpe import bpe_core, scratch_tables, vocab_tables
+from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_put
 
 STATUS_OK = 0
 STATUS_REGEX_STACK = 1  # the regex needs a larger backtrack stack or memoization: redo this doc in Python
@@ -74,18 +75,34 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     A piece's ids depend only on its bytes, so short pieces are remembered in the thread's piece cache
     (:mod:`tokjit.kernels.piece_cache`; text repeats words): a hit copies the ids instead of merging again.
     """
-    # only what the per-piece loop reads is unpacked here; the stages take their structures whole (an
-    # array unpacked here and passed to a call costs a reference count round trip per kernel call)
     pipe, sp, bs = session.pipe, session.spans, session.bpe
-    trie, rx, vocab = pipe.trie, pipe.regex, pipe.vocab
-    behavior, invert = rx.behavior, rx.invert
-    at_starts, at_ends, at_ids = sp.at_starts, sp.at_ends, sp.at_ids
-    match_starts, match_ends, piece_starts, piece_ends = sp.match_starts, sp.match_ends, sp.piece_starts, sp.piece_ends
-    rx_stack, rx_params, tok_starts, tok_ends, io = sp.rx_stack, sp.rx_params, sp.tok_starts, sp.tok_ends, sp.io
-    cache = bs.cache
-    cache_rows, cache_bytes, cache_ids = cache.rows, cache.byte_pool, cache.id_pool
+    t, rx, v, c = pipe.trie, pipe.regex, pipe.vocab, bs.cache
+    return _bpe_docs_core(
+        (t.first_byte, t.child_start, t.child_count, t.edge_byte, t.edge_target, t.node_token),
+        (rx.prog, rx.rep_info, rx.cls_ascii, rx.cls_mask, rx.cls_neg, rx.cls_roff, rx.cls_ranges, rx.gc, rx.roles),
+        (rx.n_memo, rx.behavior, rx.invert, rx.shape, rx.shape_flags, rx.max_digits),
+        vocab_tables(v), (v.flags, v.unk_id, v.max_len), scratch_tables(bs),
+        (sp.at_starts, sp.at_ends, sp.at_ids, sp.match_starts, sp.match_ends, sp.piece_starts, sp.piece_ends,
+         sp.rx_stack, sp.rx_params, sp.tok_starts, sp.tok_ends, sp.io),
+        (c.rows, c.byte_pool, c.id_pool, c.fill),
+        buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end)
+
+
+# The loops run without numba's reference counting (structures are unpacked into tuples of arrays by
+# the caller, which keeps them alive; nothing is allocated): with counting on, each inlined helper that
+# takes an array paid an atomic incref/decref per piece.
+@njit(cache=True, nogil=True, _nrt=False)
+def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans, cache, buf, doc_starts, doc_ends,
+                   first_doc, last_doc, out_ids, doc_out_end):
+    """:func:`encode_docs_bpe` over tuples of arrays (see there for the tuples' order)."""
+    at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token = trie
+    rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff, rx_ranges, rx_gc, rx_roles = regex
+    n_memo, behavior, invert, shape, shape_flags, max_digits = regex_scalars
+    at_starts, at_ends, at_ids, match_starts, match_ends, piece_starts, piece_ends, rx_stack, rx_params, \
+        tok_starts, tok_ends, io = spans
+    cache_rows, cache_bytes, cache_ids, cache_fill = cache
     rx_params[0] = 0
-    rx_params[2] = rx.n_memo
+    rx_params[2] = n_memo
     io[1] = STATUS_OK
     n_out = io[0]
     cap = out_ids.shape[0]
@@ -97,13 +114,20 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             io[0] = n_out
             return d
         rx_params[1] = STEP_BUDGET_PER_BYTE * (de - ds + 1) + 100_000
-        n_added = find_added_tokens_in(trie, buf, ds, de, at_starts, at_ends, at_ids)
+        n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
+                                    at_edge_target, at_token, at_starts, at_ends, at_ids)
         doc_begin = n_out
         pos = ds
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
             if seg_end > pos:
-                n_m = find_matches_in(rx, buf, pos, seg_end, rx_params, match_starts, match_ends, rx_stack)
+                n_m = DEFER
+                if shape != SHAPE_VM:
+                    n_m = split_known(shape, shape_flags, max_digits, rx_roles, buf, pos, seg_end, match_starts,
+                                      match_ends)
+                if n_m == DEFER:
+                    n_m = find_matches(buf, pos, seg_end, rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff,
+                                       rx_ranges, rx_gc, rx_params, match_starts, match_ends, rx_stack)
                 if n_m < 0:
                     io[1] = STATUS_REGEX_STACK
                     io[0] = doc_begin
@@ -121,10 +145,10 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                         if cache_rows[row, 1] != 0:
                             n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
                             continue
-                    n_ids = bpe_encode(vocab, bs, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:], tok_starts,
-                                       tok_ends)
+                    n_ids = bpe_core(vocab, vocab_scalars, work, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
+                                     tok_starts, tok_ends)
                     if row >= 0:
-                        cache_store(cache, buf, ps, pe, out_ids, n_out, n_ids)
+                        cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids, n_out, n_ids)
                     n_out += n_ids
             if a < n_added:
                 out_ids[n_out] = at_ids[a]

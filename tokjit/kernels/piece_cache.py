@@ -91,10 +91,15 @@ def cache_emit(rows, id_pool, r, out, at):
 
 @njit(cache=True, nogil=True)
 def cache_store(cache, buf, s, e, ids, at, k):
+    """:func:`cache_put` into a :data:`~tokjit.kernels.structs.PIECE_CACHE`."""
+    cache_put(cache.rows, cache.byte_pool, cache.id_pool, cache.fill, buf, s, e, ids, at, k)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def cache_put(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k):
     """Remember that piece ``buf[s:e]`` (absent from the cache) encodes to ``ids[at:at + k]``; empties
     the cache first when the table would pass half full or a pool would overflow. O(piece + ids), and
     O(SLOTS) on the rare emptying."""
-    rows, byte_pool, id_pool, fill = cache.rows, cache.byte_pool, cache.id_pool, cache.fill
     n = e - s
     long_bytes = n - INLINE_BYTES if n > INLINE_BYTES else 0
     long_ids = k if k > INLINE_IDS else 0

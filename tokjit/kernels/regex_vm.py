@@ -100,7 +100,7 @@ def _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc):
     return 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff,
                  cls_ranges, gc, params, out_starts, out_ends, stack):
     """All successive non-overlapping matches of a compiled regex in ``buf[start:end]`` (UTF-8).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def apply_split_behavior(seg_start, seg_end, m_starts, m_ends, n_matches, behavior, invert,
                          out_starts, out_ends, n_out):
     """Turn the matches inside one piece into sub-pieces, appending at ``out_*[n_out:]``.
@@ -70,7 +70,7 @@ def apply_split_behavior(seg_start, seg_end, m_starts, m_ends, n_matches, behavi
     return n_out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def metaspace_pieces(buf, align, starts, ends, n_pieces, rep, prepend, split,
                      out_buf, out_align, out_starts, out_ends):
     """HF ``Metaspace`` over every piece: " " -> ``rep``; ``rep`` prepended where ``prepend[i]`` and
