@@ -123,7 +123,7 @@ def _spm_char_len(buf, i, n):
     return 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def spm_normalize(buf, i, n, units, strings, max_step, out, out_src, o):
     """sentencepiece ``Normalizer::NormalizePrefix`` applied along ``buf[i:n]``.
 
@@ -207,7 +207,7 @@ def _decode_at(buf, i, n):
             ((np.int64(buf[i + 2]) & 0x3F) << 6) | (np.int64(buf[i + 3]) & 0x3F)), 4
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def grapheme_end(buf, i, n, props):
     """End of the extended grapheme cluster starting at ``i`` (UAX #29 rules GB3-GB13, as Rust
     ``unicode-segmentation`` applies them). ``props`` holds per code point the Grapheme_Cluster_Break
@@ -290,7 +290,7 @@ def _first_match(buf, s, e, units, n_units, root):
     return np.int64(-1)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def hf_normalize(buf, i, n, units, strings, props, max_rep, out, out_src, o):
     """HF ``tokenizers`` ``Precompiled`` normalizer along ``buf[i:n]`` (valid UTF-8).
 

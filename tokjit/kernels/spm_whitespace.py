@@ -13,7 +13,7 @@ WS_ESCAPE = 4
 WS_SUFFIX = 8
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
     """Apply sentencepiece's whitespace rules to charsmap-normalized ``buf[:n]``; returns output length.
 

@@ -406,7 +406,7 @@ def emit_path(buf, s, e, best_start, best_id, da, byte_ids, arith, unk_id, byte_
     return n_out, n_path
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def unigram_encode(buf, starts, ends, n_pieces, da, scores, id_flags, byte_ids,
                    arith, unk_id, unk_score, byte_fallback,
                    out_ids, out_starts, out_ends, best_score, best_start, best_id, path_start, path_end):

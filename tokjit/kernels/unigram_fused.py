@@ -288,12 +288,22 @@ def encode_words_spm(buf, n, vocab, lattice, words, out_ids, n_out, tok_starts, 
     ``vocab`` is the model (:data:`UNIGRAM_VOCAB`), ``lattice`` the Viterbi's buffers, ``words`` the
     cache (:data:`WORD_CACHE`).
     """
-    da, scores, id_flags, byte_ids = vocab.da, vocab.scores, vocab.id_flags, vocab.byte_ids
-    unk_id, unk_score, byte_fallback = vocab.unk_id, vocab.unk_score, vocab.byte_fallback
-    best_score, best_start, best_id = lattice.best_score, lattice.best_start, lattice.best_id
-    path_start, path_end = lattice.path_start, lattice.path_end
-    wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill = \
-        words.meta, words.cert, words.bytes, words.ids, words.scores, words.fill
+    return _words_spm_core(buf, n, (vocab.da, vocab.scores, vocab.id_flags, vocab.byte_ids),
+                           (vocab.unk_id, vocab.unk_score, vocab.byte_fallback),
+                           (lattice.best_score, lattice.best_start, lattice.best_id, lattice.path_start, lattice.path_end),
+                           (words.meta, words.cert, words.bytes, words.ids, words.scores, words.fill),
+                           out_ids, n_out, tok_starts, tok_ends)
+
+
+# without numba's reference counting (see kernels.fused._bpe_docs_core): the Viterbi's inlined helpers
+# take arrays and would pay an atomic incref/decref per call
+@njit(cache=True, nogil=True, _nrt=False)
+def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out, tok_starts, tok_ends):
+    """:func:`encode_words_spm` over tuples of arrays."""
+    da, scores, id_flags, byte_ids = vocab
+    unk_id, unk_score, byte_fallback = vocab_scalars
+    best_score, best_start, best_id, path_start, path_end = lattice
+    wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill = words
     unk32 = np.float32(unk_score)
     h = 0.0  # a float32 value: the best path score at the current word start
     p = 0

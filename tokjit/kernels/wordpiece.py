@@ -204,7 +204,7 @@ def bert_normalize(buf, n_in, flags, dec_keys, dec_off, dec_data, low_keys, low_
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def bert_pre_tokenize(buf, starts, ends, n_pieces, flags, isolate_punct, out_starts, out_ends):
     """HF ``BertPreTokenizer`` (``isolate_punct``) or ``WhitespaceSplit`` over each piece.
 
@@ -324,7 +324,7 @@ def node_edges(node, edges, out):
                 out[b] = edges[slot, 1]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def trie_walk(buf, start, end, edges):
     """Node reached from the root by ``buf[start:end]``, or -1."""
     node = np.int64(0)
@@ -336,7 +336,7 @@ def trie_walk(buf, start, end, edges):
     return node
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def wordpiece_encode(buf, starts, ends, n_pieces, edges, word_row, word_node, word_node_token,
                      cont_row, cont_node, unk_id, max_chars, out_ids, out_starts, out_ends):
     """Greedy longest-match-first WordPiece over each piece (a word).
