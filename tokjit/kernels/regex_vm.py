@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit
 
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
+from tokjit.kernels.utf8 import decode_at
 
 __all__ = ["find_matches", "ERR_OUT_FULL", "ERR_STACK_FULL", "ERR_BUDGET"]
 
@@ -57,20 +58,6 @@ _F_LAZY = 5        # a=rep pc b=pos c=count
 
 
 @njit(cache=True, nogil=True)
-def _decode(buf, p):
-    b0 = np.int64(buf[p])
-    if b0 < 0x80:
-        return b0, 1
-    if b0 < 0xE0:
-        return ((b0 & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F), 2
-    if b0 < 0xF0:
-        return (((b0 & 0x0F) << 12) | ((np.int64(buf[p + 1]) & 0x3F) << 6)
-                | (np.int64(buf[p + 2]) & 0x3F)), 3
-    return (((b0 & 0x07) << 18) | ((np.int64(buf[p + 1]) & 0x3F) << 12)
-            | ((np.int64(buf[p + 2]) & 0x3F) << 6) | (np.int64(buf[p + 3]) & 0x3F)), 4
-
-
-@njit(cache=True, nogil=True)
 def _prev(buf, p):
     p -= 1
     while (buf[p] & 0xC0) == 0x80:
@@ -81,7 +68,7 @@ def _prev(buf, p):
 @njit(cache=True, nogil=True)
 def _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc):
     """Length of the non-ASCII code point at ``p`` if it is in class ``k``, else 0."""
-    cp, ln = _decode(buf, p)
+    cp, ln = decode_at(buf, p)
     hit = ((cls_mask[k] >> np.uint64(gc[cp])) & np.uint64(1)) != 0
     if not hit:
         lo = np.int64(cls_roff[k])

@@ -24,6 +24,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tokjit.kernels.utf8 import decode_at
+
 SHAPE_VM = 0
 SHAPE_WORDS = 1
 SHAPE_CASED = 2
@@ -51,21 +53,6 @@ _APOSTROPHE = 39
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _cp(buf, p):
-    """(code point, length) of the UTF-8 sequence at ``p`` (decoded like the VM)."""
-    b0 = np.int64(buf[p])
-    if b0 < 0x80:
-        return b0, 1
-    if b0 < 0xE0:
-        return ((b0 & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F), 2
-    if b0 < 0xF0:
-        return (((b0 & 0x0F) << 12) | ((np.int64(buf[p + 1]) & 0x3F) << 6)
-                | (np.int64(buf[p + 2]) & 0x3F)), 3
-    return (((b0 & 0x07) << 18) | ((np.int64(buf[p + 1]) & 0x3F) << 12)
-            | ((np.int64(buf[p + 2]) & 0x3F) << 6) | (np.int64(buf[p + 3]) & 0x3F)), 4
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _role_at(roles, buf, p, end):
     """(roles bits, code point, length) at ``p``; (0, -1, 0) at ``end``."""
     if p >= end:
@@ -73,7 +60,7 @@ def _role_at(roles, buf, p, end):
     b0 = buf[p]
     if b0 < 0x80:
         return np.int64(roles[b0]), np.int64(b0), 1
-    cp, ln = _cp(buf, p)
+    cp, ln = decode_at(buf, p)
     return np.int64(roles[cp]), cp, ln
 
 
@@ -85,6 +72,19 @@ def _run(roles, buf, p, end, bits):
         if (r & bits) == 0:
             break
         p += ln
+    return p
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _digits(roles, buf, p, end, max_digits):
+    """End of ``\\p{N}{1,max_digits}`` from ``p`` (a digit; ``max_digits`` 0 = unbounded)."""
+    count = 0
+    while p < end and (max_digits == 0 or count < max_digits):
+        r, _, ln = _role_at(roles, buf, p, end)
+        if (r & ROLE_NUMBER) == 0:
+            break
+        p += ln
+        count += 1
     return p
 
 
@@ -190,14 +190,7 @@ def _words_at(roles, buf, i, end, flags, max_digits):
             p = i + 1
     rn, _, _ = _role_at(roles, buf, p, end)
     if (rn & ROLE_NUMBER) != 0:
-        count = 0
-        while p < end and (max_digits == 0 or count < max_digits):
-            rd, _, lnd = _role_at(roles, buf, p, end)
-            if (rd & ROLE_NUMBER) == 0:
-                break
-            p += lnd
-            count += 1
-        return p
+        return _digits(roles, buf, p, end, max_digits)
     j = _other_run(roles, buf, i, end, flags)
     if j != i:
         return j
@@ -243,15 +236,7 @@ def _cased_at(roles, buf, i, end, flags, max_digits):
                 j = _contraction(buf, core, end, any_case)
                 return j
     if (r & ROLE_NUMBER) != 0:
-        p = i
-        count = 0
-        while p < end and (max_digits == 0 or count < max_digits):
-            rd, _, lnd = _role_at(roles, buf, p, end)
-            if (rd & ROLE_NUMBER) == 0:
-                break
-            p += lnd
-            count += 1
-        return p
+        return _digits(roles, buf, i, end, max_digits)
     j = _other_run(roles, buf, i, end, flags)
     if j != i:
         return j
