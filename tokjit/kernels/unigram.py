@@ -407,10 +407,11 @@ def emit_path(buf, s, e, best_start, best_id, da, byte_ids, arith, unk_id, byte_
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def unigram_encode(buf, starts, ends, n_pieces, da, scores, id_flags, byte_ids,
-                   arith, unk_id, unk_score, byte_fallback,
-                   out_ids, out_starts, out_ends, best_score, best_start, best_id, path_start, path_end):
+def unigram_encode(buf, starts, ends, n_pieces, model, model_scalars, out_ids, out_starts, out_ends, lattice):
     """Encode each piece ``buf[starts[i]:ends[i]]`` by Viterbi; append ids and byte spans to ``out_*``.
+
+    ``model`` = (da, scores, id_flags, byte_ids), ``model_scalars`` = (arith, unk_id, unk_score,
+    byte_fallback), ``lattice`` = (best_score, best_start, best_id, path_start, path_end).
 
     Unknown characters become one ``unk_id`` node each; afterwards runs of them are merged into one
     token (sentencepiece ``PopulateSentencePieceText`` / HF ``fuse_unk``), or with ``byte_fallback``
@@ -420,6 +421,9 @@ def unigram_encode(buf, starts, ends, n_pieces, da, scores, id_flags, byte_ids,
     Returns the number of tokens, or ``MISSING_UNK`` when an unknown character appears and the
     model has no unk id. O(bytes * longest match).
     """
+    da, scores, id_flags, byte_ids = model
+    arith, unk_id, unk_score, byte_fallback = model_scalars
+    best_score, best_start, best_id, path_start, path_end = lattice
     n_out = 0
     for p in range(n_pieces):
         s = starts[p]

@@ -545,10 +545,9 @@ def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_
                     else:
                         one_start[0] = 0
                         one_end[0] = n
-                        got = unigram_encode(norm_buf, one_start, one_end, 1, da, scores, id_flags, byte_ids,
-                                             arith, unk_id, unk_score, byte_fallback,
-                                             out_ids[n_out:], tok_starts, tok_ends,
-                                             best_score, best_start, best_id, path_start, path_end)
+                        got = unigram_encode(norm_buf, one_start, one_end, 1, (da, scores, id_flags, byte_ids),
+                                             (arith, unk_id, unk_score, byte_fallback), out_ids[n_out:], tok_starts,
+                                             tok_ends, (best_score, best_start, best_id, path_start, path_end))
                         if got == MISSING_UNK:
                             io[1] = STATUS_MISSING_UNK
                             return d
@@ -681,10 +680,9 @@ def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_d
                         io[2] = n_bytes + n_added + 1 + (de - seg_end) * 4 * (cm_max_rep + r)
                         io[1] = STATUS_GROW_OUT
                         return d
-                    got = unigram_encode(text, piece_starts, piece_ends, n_pieces, da, scores, id_flags, byte_ids,
-                                         arith, unk_id, unk_score, byte_fallback,
-                                         out_ids[n_out:], tok_starts, tok_ends,
-                                         best_score, best_start, best_id, path_start, path_end)
+                    got = unigram_encode(text, piece_starts, piece_ends, n_pieces, (da, scores, id_flags, byte_ids),
+                                             (arith, unk_id, unk_score, byte_fallback), out_ids[n_out:], tok_starts,
+                                             tok_ends, (best_score, best_start, best_id, path_start, path_end))
                     if got == MISSING_UNK:
                         io[1] = STATUS_MISSING_UNK
                         return d

@@ -107,9 +107,11 @@ def _emit_final(cp, src, flags, low_keys, low_off, low_data, opts, out, out_alig
 
 
 @njit(cache=True, nogil=True)
-def bert_normalize(buf, n_in, flags, dec_keys, dec_off, dec_data, low_keys, low_off, low_data,
-                   ccc_keys, ccc_vals, opts, run_cp, run_src, run_ccc, out, out_align):
+def bert_normalize(buf, n_in, flags, tables, opts, run, out, out_align):
     """HF ``BertNormalizer``: clean_text, handle_chinese_chars, strip_accents, lowercase, in that order.
+
+    ``tables`` = (dec_keys, dec_off, dec_data, low_keys, low_off, low_data, ccc_keys, ccc_vals);
+    ``run`` = (run_cp, run_src, run_ccc).
 
     Every step of HF's normalizer is a per-character map except NFD's canonical reordering, so one
     pass maps each character (drop controls, whitespace -> ' ', ' ' c ' ' around CJK ideographs,
@@ -122,6 +124,8 @@ def bert_normalize(buf, n_in, flags, dec_keys, dec_off, dec_data, low_keys, low_
     expansion (the caller computes it from the tables). Returns the output length, or -1 when a
     combining run is longer than ``run_cp`` (the caller retries with a larger buffer).
     """
+    dec_keys, dec_off, dec_data, low_keys, low_off, low_data, ccc_keys, ccc_vals = tables
+    run_cp, run_src, run_ccc = run
     clean = (opts & OPT_CLEAN) != 0
     cjk = (opts & OPT_CJK) != 0
     strip = (opts & OPT_STRIP) != 0

@@ -215,9 +215,9 @@ def encode_docs_wordpiece(session, buf, doc_starts, doc_ends, first_doc, last_do
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
             if seg_end > pos:
-                m = bert_normalize(buf[pos:seg_end], seg_end - pos, flags, dec_keys, dec_off, dec_data,
-                                   low_keys, low_off, low_data, ccc_keys, ccc_vals, norm_opts,
-                                   run_cp, run_src, run_ccc, norm_buf, norm_align)
+                m = bert_normalize(buf[pos:seg_end], seg_end - pos, flags,
+                                   (dec_keys, dec_off, dec_data, low_keys, low_off, low_data, ccc_keys, ccc_vals),
+                                   norm_opts, (run_cp, run_src, run_ccc), norm_buf, norm_align)
                 if m < 0:
                     io[1] = STATUS_STAGED
                     io[0] = doc_begin

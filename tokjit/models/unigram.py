@@ -144,10 +144,9 @@ class UnigramModel:
         out_ends = np.empty(total, np.int64)
         t = self.trie
         n = kernel.unigram_encode(
-            buf, starts, ends, np.int64(starts.shape[0]), t.da,
-            self.scores, self.id_flags, self.byte_ids, self.arith, self.unk_id, self.unk_score,
-            self.byte_fallback,
-            out_ids, out_starts, out_ends, ws.rank.view(np.float64), ws.start, ws.id, ws.prev, ws.next)
+            buf, starts, ends, np.int64(starts.shape[0]), (t.da, self.scores, self.id_flags, self.byte_ids),
+            (self.arith, self.unk_id, self.unk_score, self.byte_fallback), out_ids, out_starts, out_ends,
+            (ws.rank.view(np.float64), ws.start, ws.id, ws.prev, ws.next))
         if n == kernel.MISSING_UNK:
             raise InputError("the text contains a character this Unigram model has no piece for, and the "
                              "model defines no unk_id")

@@ -113,9 +113,9 @@ class BertNormalizer:
             run_cp = np.empty(run_cap, np.int64)
             run_src = np.empty(run_cap, np.int64)
             run_ccc = np.empty(run_cap, np.int64)
-            m = K.bert_normalize(buf, np.int64(n), t.flags, t.dec_keys, t.dec_off, t.dec_data, t.low_keys,
-                                 t.low_off, t.low_data, t.ccc_keys, t.ccc_vals, self.opts, run_cp, run_src,
-                                 run_ccc, out, out_align)
+            m = K.bert_normalize(buf, np.int64(n), t.flags, (t.dec_keys, t.dec_off, t.dec_data, t.low_keys,
+                                 t.low_off, t.low_data, t.ccc_keys, t.ccc_vals), self.opts, (run_cp, run_src, run_ccc),
+                                 out, out_align)
             if m >= 0:
                 break
             run_cap = 4 * n + 16  # a run of combining marks longer than 64: size for the worst case

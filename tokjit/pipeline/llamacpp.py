@@ -441,17 +441,18 @@ def translate_pattern(pattern: str) -> tuple[str, bool]:
 
 
 @njit(cache=True, nogil=True)
-def split_pieces_on_view(view, v_of_o, o_of_v, starts, ends, n_pieces, prog, rep_info, cls_ascii, cls_mask,
-                         cls_neg, cls_roff, cls_ranges, gc, step_budget_per_byte, n_memo, m_starts, m_ends,
-                         stack, out_starts, out_ends):
+def split_pieces_on_view(view, v_of_o, o_of_v, starts, ends, n_pieces, program, step_budget_per_byte, n_memo,
+                         m_starts, m_ends, stack, out_starts, out_ends):
     """``unicode_regex_split_stl`` for every piece in one call: the regex runs on the view span of each
     piece alone, and matches plus the gaps between them become pieces (in original byte offsets).
+    ``program`` = the compiled regex's (prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc).
 
     Returns the number of pieces, or a negative ``find_matches`` error code (the caller then retries
     piece by piece with growing buffers / memoization). O(view bytes * regex cost).
     ``m_*`` hold the matches of one piece (capacity = longest view span + 1); ``out_*`` need
     2 * (view bytes) + n_pieces slots.
     """
+    prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc = program
     n_out = 0
     params = np.empty(3, np.int64)
     for p in range(n_pieces):
@@ -719,10 +720,10 @@ class LlamaCppRegexSplit:
             cap = 2 * vbuf.shape[0] + starts.shape[0] + 1
             os_ = np.empty(cap, np.int64)
             oe = np.empty(cap, np.int64)
-            k = split_pieces_on_view(vbuf, v_of_o, o_of_v, starts, ends, np.int64(starts.shape[0]), prog.prog,
-                                     prog.rep_info, prog.cls_ascii, prog.cls_mask, prog.cls_neg, prog.cls_roff,
-                                     prog.cls_ranges, prog.gc, np.int64(256), np.int64(prog.n_memo), m_s, m_e,
-                                     np.empty(4096, np.int64), os_, oe)
+            k = split_pieces_on_view(vbuf, v_of_o, o_of_v, starts, ends, np.int64(starts.shape[0]),
+                                     (prog.prog, prog.rep_info, prog.cls_ascii, prog.cls_mask, prog.cls_neg,
+                                      prog.cls_roff, prog.cls_ranges, prog.gc),
+                                     np.int64(256), np.int64(prog.n_memo), m_s, m_e, np.empty(4096, np.int64), os_, oe)
             if k >= 0:
                 return os_[:k], oe[:k]
         out_s, out_e = [], []
