@@ -7,8 +7,9 @@ ids of pieces up to ``MAX_PIECE`` bytes (as HF's BPE cache does). Row ``r`` of `
 * ``[2]``, ``[3]`` its first 16 bytes, little-endian (zero-padded); bytes 16.. live in ``byte_pool``;
 * ``[4..7]`` up to ``INLINE_IDS`` ids, two int32 per word; more ids live in ``id_pool`` from ``[4]``.
 
-Open addressing with linear probing over a power-of-two table kept at most half full; when a pool or
-the table fills up the cache is emptied and refills, so memory stays bounded. The layout replaced five
+Open addressing with linear probing over a power-of-two table kept at most half full; once it or a
+pool is full nothing more is stored (emptying it made fresh text thrash: every entry, the common words
+too, had to be merged again), so memory stays bounded. The layout replaced five
 parallel arrays and two pools, which cost a cache line each per lookup.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-SLOTS = 1 << 15
+SLOTS = 1 << 16
 ROW = 8
 MAX_PIECE = 48
 INLINE_BYTES = 16
@@ -97,9 +98,8 @@ def cache_store(cache, buf, s, e, ids, at, k):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def cache_put(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k):
-    """Remember that piece ``buf[s:e]`` (absent from the cache) encodes to ``ids[at:at + k]``; empties
-    the cache first when the table would pass half full or a pool would overflow. O(piece + ids), and
-    O(SLOTS) on the rare emptying."""
+    """Remember that piece ``buf[s:e]`` (absent from the cache) encodes to ``ids[at:at + k]``, unless the
+    table would pass half full or a pool would overflow: then nothing is stored. O(piece + ids)."""
     n = e - s
     long_bytes = n - INLINE_BYTES if n > INLINE_BYTES else 0
     long_ids = k if k > INLINE_IDS else 0
@@ -107,11 +107,7 @@ def cache_put(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k):
         return
     if 2 * (fill[2] + 1) > rows.shape[0] or fill[0] + long_bytes > byte_pool.shape[0] or \
             fill[1] + long_ids > id_pool.shape[0]:
-        for r in range(rows.shape[0]):
-            rows[r, 1] = 0
-        fill[0] = 0
-        fill[1] = 0
-        fill[2] = 0
+        return  # full: keep what is there (the words seen first are the common ones), as HF's cache does
     r = cache_find(rows, byte_pool, buf, s, e)
     h, w0, w1 = piece_key(buf, s, e)
     rows[r, 0] = h
