@@ -163,6 +163,18 @@ def _other_run(roles, buf, i, end, flags):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _other_or_spaces(roles, buf, i, end, flags, r):
+    """The last alternatives of both shapes at ``i`` (roles ``r``): a run of other characters, then the
+    whitespace rules; ``i`` when neither matches."""
+    j = _other_run(roles, buf, i, end, flags)
+    if j != i:
+        return j
+    if (r & ROLE_SPACE) != 0:
+        return _spaces(roles, buf, i, end, flags)
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _words_at(roles, buf, i, end, flags, max_digits):
     """End of the SHAPE_WORDS match at ``i``; ``i`` when none matches; DEFER."""
     r, c, ln = _role_at(roles, buf, i, end)
@@ -191,12 +203,7 @@ def _words_at(roles, buf, i, end, flags, max_digits):
     rn, _, _ = _role_at(roles, buf, p, end)
     if (rn & ROLE_NUMBER) != 0:
         return _digits(roles, buf, p, end, max_digits)
-    j = _other_run(roles, buf, i, end, flags)
-    if j != i:
-        return j
-    if (r & ROLE_SPACE) != 0:
-        return _spaces(roles, buf, i, end, flags)
-    return i
+    return _other_or_spaces(roles, buf, i, end, flags, r)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -237,12 +244,7 @@ def _cased_at(roles, buf, i, end, flags, max_digits):
                 return j
     if (r & ROLE_NUMBER) != 0:
         return _digits(roles, buf, i, end, max_digits)
-    j = _other_run(roles, buf, i, end, flags)
-    if j != i:
-        return j
-    if (r & ROLE_SPACE) != 0:
-        return _spaces(roles, buf, i, end, flags)
-    return i
+    return _other_or_spaces(roles, buf, i, end, flags, r)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
