@@ -6,7 +6,8 @@ import numpy as np
 
 from tokjit.errors import ModelFileError
 from tokjit.spec import PackedBytes
-from tokjit.kernels.lookup import build_bytes_table, build_pair_table, table_size, token_split_pairs
+from tokjit.kernels.lookup import (build_bytes_table, build_pair_table, reachable_merges, table_size,
+                                   token_split_pairs)
 
 
 class TokenTable:
@@ -73,15 +74,30 @@ class PairTable:
 
 
 def split_merge_rows(vocab: TokenTable, include: np.ndarray) -> np.ndarray:
-    """(n, 3) int32 rows (left, right, merged): every cut of an included token into two included
-    tokens, the merges of tiktoken-style BPE (see :func:`~tokjit.kernels.lookup.token_split_pairs`).
-    ~0.2 s for a 200k vocabulary, so loaders store the rows in the spec (and with it the cache)."""
+    """(n, 3) int32 rows (left, right, merged): the merges of tiktoken-style BPE, where two adjacent
+    parts merge whenever their concatenation is a token (rank = its id). Every cut of an included
+    token into two included tokens (:func:`~tokjit.kernels.lookup.token_split_pairs`) would do; only
+    the one cut per token that BPE can ever merge is kept
+    (:func:`~tokjit.kernels.lookup.reachable_merges`), which halves the pair table the merge loop
+    probes. ~0.3 s for a 200k vocabulary, so loaders store the rows in the spec (and the cache)."""
     include = np.asarray(include, np.bool_)
     lengths = np.diff(vocab.offsets)
     cap = int(np.maximum(lengths[include] - 1, 0).sum()) + 1
     rows = np.empty((3, cap), np.int32)
     n = token_split_pairs(vocab.blob, vocab.offsets, include, vocab.table, rows[0], rows[1], rows[2])
-    return np.ascontiguousarray(rows[:, :n].T)
+    n_tokens = vocab.offsets.shape[0] - 1
+    byte_ids = np.full(256, -1, np.int32)
+    singles = np.flatnonzero((lengths == 1) & include)
+    values = vocab.blob[vocab.offsets[singles]]
+    _, first = np.unique(values, return_index=True)  # the lowest id of each byte, as the BPE model takes
+    byte_ids[values[first]] = singles[first]
+    ranks = np.arange(n_tokens, dtype=np.int64)  # rank = id, as in tiktoken
+    table = PairTable.build(rows[0, :n], rows[1, :n], ranks[rows[2, :n]], rows[2, :n])
+    symbols = np.empty(int(lengths.max()) + 1 if n_tokens else 1, np.int64)
+    out = np.empty((3, n_tokens + 1), np.int32)
+    k = reachable_merges(vocab.blob, vocab.offsets, include, byte_ids, table.slots, symbols,
+                         out[0], out[1], out[2])
+    return np.ascontiguousarray(out[:, :k].T)
 
 
 def check_ids(ids: np.ndarray, vocab_size: int, what: str, path=None) -> None:

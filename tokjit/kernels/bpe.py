@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.lookup import lookup_bytes, pair_slot
+from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_slot
 
 NO_RANK = 2147483647
 
@@ -29,6 +29,11 @@ FLAG_RESEGMENT_UNUSED = 32  # merged UNUSED pieces are split back into their par
 FLAG_SPLIT_SPACE_SYMBOL = 64  # cut pieces before U+2581 where no token could merge across the cut
 
 TOKEN_UNUSED = 1  # bit in ``token_flags``
+
+# Each thread's pair cache: a direct-mapped copy of the pair-table entries it has looked up. The
+# table of a tiktoken vocabulary holds every cut of every token (446k pairs for o200k, 16 MB), so its
+# lookups miss the CPU caches; the pairs text actually meets are few and repeat. 16K entries, 256 KB.
+PAIR_CACHE_SLOTS = 1 << 14
 
 # Pieces up to this many symbols merge by a linear scan (cache friendly, like tiktoken's small path);
 # longer ones use a heap so "x" * 1_000_000 stays O(n log n).
@@ -49,8 +54,11 @@ def _utf8_len(lead):
 @njit(cache=True, nogil=True, inline="always")
 def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
                tok_blob, tok_offsets, tok_table, merge_rank,
-               pair_slots, max_token_len):
-    """(rank, merged id) of two adjacent symbols, or (NO_RANK, -1) when they do not merge."""
+               pair_slots, pair_cache, max_token_len):
+    """(rank, merged id) of two adjacent symbols, or (NO_RANK, -1) when they do not merge.
+
+    Pair-table answers, found or not, go through ``pair_cache`` (2 x a power of two int64: key
+    ``left << 32 | right`` or -1, then the table's value or -1 for "no merge")."""
     if by_bytes:
         if e_right - s_left > max_token_len:
             return NO_RANK, -1
@@ -63,10 +71,17 @@ def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
         return rank, merged
     if id_left < 0 or id_right < 0:
         return NO_RANK, -1
-    slot = pair_slot(id_left, id_right, pair_slots)
-    if pair_slots[2 * slot] == -1:
+    key = (np.int64(id_left) << 32) | np.int64(id_right)
+    c = ((key * PAIR_MIX) >> 40) & ((pair_cache.shape[0] >> 1) - 1)
+    if pair_cache[2 * c] == key:
+        value = pair_cache[2 * c + 1]
+    else:
+        slot = pair_slot(id_left, id_right, pair_slots)
+        value = pair_slots[2 * slot + 1] if pair_slots[2 * slot] != -1 else np.int64(-1)
+        pair_cache[2 * c] = key
+        pair_cache[2 * c + 1] = value
+    if value < 0:
         return NO_RANK, -1
-    value = pair_slots[2 * slot + 1]
     return value >> 32, value & 0xFFFFFFFF
 
 
@@ -221,7 +236,7 @@ def vocab_tables(vocab):
 def scratch_tables(scratch):
     """The arrays of a BPE_SCRATCH in the order :func:`bpe_core` reads them."""
     return (scratch.start, scratch.end, scratch.id, scratch.rank, scratch.prev, scratch.next, scratch.heap,
-            scratch.stack, scratch.rev_left, scratch.touched)
+            scratch.stack, scratch.rev_left, scratch.touched, scratch.cache.pairs)
 
 
 # Compiled without numba's reference counting: it reads arrays its caller keeps alive and allocates
@@ -234,7 +249,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
     ``scratch_tables``)."""
     tok_blob, tok_offsets, tok_table, byte_ids, merge_rank, pair_slots, token_flags, unsafe_prev = tables
     flags, unk_id, max_token_len = scalars
-    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap, stack, rev_left, touched = work
+    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap, stack, rev_left, touched, pair_cache = work
     byte_symbols = (flags & FLAG_BYTE_SYMBOLS) != 0
     whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
     by_bytes = (flags & FLAG_RANK_BY_BYTES) != 0
@@ -288,52 +303,52 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
             m += 1
             i += step
         if m <= SCAN_LIMIT:
-            # compact-array path
+            # compact-array path: symbol k spans ws_start[k]:ws_start[k + 1] (ws_start[m] = pe);
+            # ws_rank[k] = rank << 32 | merged id of the pair (k, k + 1), so a merge shifts three arrays
+            ws_start[m] = pe
             for k in range(m - 1):
-                r, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[k + 1], ws_id[k + 1], by_bytes,
+                r, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_start[k + 2], ws_id[k + 1], by_bytes,
                                     tok_blob, tok_offsets, tok_table, merge_rank,
-                                    pair_slots, max_token_len)
-                ws_rank[k] = r
-                ws_next[k] = mid
+                                    pair_slots, pair_cache, max_token_len)
+                ws_rank[k] = (np.int64(r) << 32) | (mid & 0xFFFFFFFF)
                 if resegment:
-                    n_touched = _note_candidate(mid, ws_end[k] - ws_start[k], token_flags, rev_left,
+                    n_touched = _note_candidate(mid, ws_start[k + 1] - ws_start[k], token_flags, rev_left,
                                                 touched, n_touched)
             while m > 1:
-                best = NO_RANK
+                best = np.int64(NO_RANK)
                 bi = -1
                 for k in range(m - 1):
-                    if ws_rank[k] < best:
-                        best = ws_rank[k]
+                    r = ws_rank[k] >> 32
+                    if r < best:
+                        best = r
                         bi = k
                 if bi < 0:
                     break
-                ws_id[bi] = ws_next[bi]
-                ws_end[bi] = ws_end[bi + 1]
+                ws_id[bi] = np.int32(ws_rank[bi] & 0xFFFFFFFF)
                 for k in range(bi + 1, m - 1):
                     ws_start[k] = ws_start[k + 1]
-                    ws_end[k] = ws_end[k + 1]
                     ws_id[k] = ws_id[k + 1]
                     ws_rank[k] = ws_rank[k + 1]
-                    ws_next[k] = ws_next[k + 1]
+                ws_start[m - 1] = ws_start[m]
                 m -= 1
                 if bi > 0:
-                    r, mid = _pair_rank(buf, ws_start[bi - 1], ws_id[bi - 1], ws_end[bi], ws_id[bi], by_bytes,
+                    r, mid = _pair_rank(buf, ws_start[bi - 1], ws_id[bi - 1], ws_start[bi + 1], ws_id[bi], by_bytes,
                                         tok_blob, tok_offsets, tok_table, merge_rank,
-                                        pair_slots, max_token_len)
-                    ws_rank[bi - 1] = r
-                    ws_next[bi - 1] = mid
+                                        pair_slots, pair_cache, max_token_len)
+                    ws_rank[bi - 1] = (np.int64(r) << 32) | (mid & 0xFFFFFFFF)
                     if resegment:
-                        n_touched = _note_candidate(mid, ws_end[bi - 1] - ws_start[bi - 1], token_flags,
+                        n_touched = _note_candidate(mid, ws_start[bi] - ws_start[bi - 1], token_flags,
                                                     rev_left, touched, n_touched)
                 if bi < m - 1:
-                    r, mid = _pair_rank(buf, ws_start[bi], ws_id[bi], ws_end[bi + 1], ws_id[bi + 1], by_bytes,
+                    r, mid = _pair_rank(buf, ws_start[bi], ws_id[bi], ws_start[bi + 2], ws_id[bi + 1], by_bytes,
                                         tok_blob, tok_offsets, tok_table, merge_rank,
-                                        pair_slots, max_token_len)
-                    ws_rank[bi] = r
-                    ws_next[bi] = mid
+                                        pair_slots, pair_cache, max_token_len)
+                    ws_rank[bi] = (np.int64(r) << 32) | (mid & 0xFFFFFFFF)
                     if resegment:
-                        n_touched = _note_candidate(mid, ws_end[bi] - ws_start[bi], token_flags,
+                        n_touched = _note_candidate(mid, ws_start[bi + 1] - ws_start[bi], token_flags,
                                                     rev_left, touched, n_touched)
+            for k in range(m):
+                ws_end[k] = ws_start[k + 1]
             order_first = 0
             use_links = False
         else:
@@ -345,7 +360,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
             for k in range(m - 1):
                 r, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[k + 1], ws_id[k + 1], by_bytes,
                                     tok_blob, tok_offsets, tok_table, merge_rank,
-                                    pair_slots, max_token_len)
+                                    pair_slots, pair_cache, max_token_len)
                 ws_rank[k] = r
                 if r != NO_RANK:
                     hsize = _heap_push(heap, hsize, (np.int64(r) << 32) | k)
@@ -362,7 +377,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
                 nk = ws_next[k]
                 _, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[nk], ws_id[nk], by_bytes,
                                     tok_blob, tok_offsets, tok_table, merge_rank,
-                                    pair_slots, max_token_len)
+                                    pair_slots, pair_cache, max_token_len)
                 ws_id[k] = mid
                 ws_end[k] = ws_end[nk]
                 ws_end[nk] = -1
@@ -375,7 +390,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
                 if pk >= 0:
                     r3, mid3 = _pair_rank(buf, ws_start[pk], ws_id[pk], ws_end[k], ws_id[k], by_bytes,
                                           tok_blob, tok_offsets, tok_table, merge_rank,
-                                          pair_slots, max_token_len)
+                                          pair_slots, pair_cache, max_token_len)
                     ws_rank[pk] = r3
                     if r3 != NO_RANK:
                         hsize = _heap_push(heap, hsize, (np.int64(r3) << 32) | pk)
@@ -385,7 +400,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
                 if nn >= 0:
                     r2, mid2 = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[nn], ws_id[nn], by_bytes,
                                           tok_blob, tok_offsets, tok_table, merge_rank,
-                                          pair_slots, max_token_len)
+                                          pair_slots, pair_cache, max_token_len)
                     ws_rank[k] = r2
                     if r2 != NO_RANK:
                         hsize = _heap_push(heap, hsize, (np.int64(r2) << 32) | k)

@@ -157,7 +157,7 @@ def make_bpe_vocab(model) -> BPEVocab:
 # per-thread piece -> ids cache (tokjit.kernels.piece_cache)
 
 PieceCacheType, PieceCache, PIECE_CACHE = _declare("PieceCache", [
-    ("rows", types.int64[:, ::1]), ("byte_pool", _U8), ("id_pool", _I32), ("fill", _I64),
+    ("rows", types.int64[:, ::1]), ("byte_pool", _U8), ("id_pool", _I32), ("fill", _I64), ("pairs", _I64),
 ])
 
 
@@ -168,21 +168,26 @@ def _new_piece_cache(fields):
     s.byte_pool = fields[1]
     s.id_pool = fields[2]
     s.fill = fields[3]
+    s.pairs = fields[4]
     return s
 
 
 def make_piece_cache(slots: int | None = None) -> PieceCache:
     """An empty cache sized by :mod:`tokjit.kernels.piece_cache` (``slots`` rows, a power of two; a tiny one
-    for scratch that never caches); a thread keeps it when its buffers grow."""
+    for scratch that never caches pieces), with an empty pair cache (``tokjit.kernels.bpe``); a thread
+    keeps it when its buffers grow. One cache serves one vocabulary: both remember that vocabulary's
+    answers."""
     from tokjit.kernels import piece_cache as pc
+    from tokjit.kernels.bpe import PAIR_CACHE_SLOTS
     rows = pc.SLOTS if slots is None else slots
     small = slots is not None
     return _new_piece_cache((np.zeros((rows, pc.ROW), np.int64), np.zeros(1 if small else pc.POOL_BYTES, np.uint8),
-                             np.zeros(1 if small else pc.POOL_IDS, np.int32), np.zeros(3, np.int64)))
+                             np.zeros(1 if small else pc.POOL_IDS, np.int32), np.zeros(3, np.int64),
+                             np.full(2 * PAIR_CACHE_SLOTS, -1, np.int64)))
 
 
 # -------------------------------------------------------------------------------------------------
-# per-thread BPE scratch: merge workspace + piece cache
+# per-thread BPE scratch: merge workspace + piece and pair caches
 
 BPEScratchType, BPEScratch, BPE_SCRATCH = _declare("BPEScratch", [
     ("start", _I64), ("end", _I64), ("id", _I32), ("rank", _I64), ("prev", _I64), ("next", _I64),
