@@ -132,3 +132,23 @@ def test_tokenizer_json_decode_matches_hf(hf_pairs, name):
         ids = ref.encode(text, add_special_tokens=False).ids
         assert ours.decode(ids) == ref.decode(ids, skip_special_tokens=False)
         assert ours.decode(ids, skip_special_tokens=True) == ref.decode(ids, skip_special_tokens=True)
+
+
+def test_piece_cache_replacement_keeps_ids_exact(tiktoken_pairs):
+    """The byte-level kernel's per-thread piece cache replaces rows once its windows fill. 150k
+    distinct random words (more than its 64k rows; with CJK, emoji and long pieces that also fill its
+    pools) are encoded, then a mix of old and new words twice, each pass after the cache has turned
+    over: every pass must equal tiktoken."""
+    import random
+
+    ours, ref = tiktoken_pairs["o200k_base"]
+    rng = random.Random(11)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789éßжя日本語中文😀'"
+    words = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30))) for _ in range(150_000)})
+    rng.shuffle(words)
+    first = [" ".join(words[i:i + 25]) for i in range(0, len(words), 25)]
+    mixed = [" ".join(rng.choice(words) for _ in range(25)) for _ in range(3000)]
+    for texts in (first, mixed, mixed, first[:500]):
+        got = ours.encode_batch(texts, num_threads=1)
+        expected = ref.encode_ordinary_batch(texts)
+        assert got == expected, first_mismatch(texts, got, expected)

@@ -139,15 +139,15 @@ def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans
                     pe = piece_ends[q]
                     if pe <= ps:
                         continue
-                    row = -1
-                    if pe - ps <= MAX_PIECE:
+                    cacheable = pe - ps <= MAX_PIECE
+                    if cacheable:
                         row = cache_find(cache_rows, cache_bytes, buf, ps, pe)
-                        if cache_rows[row, 1] != 0:
+                        if row >= 0:
                             n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
                             continue
                     n_ids = bpe_core(vocab, vocab_scalars, work, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
                                      tok_starts, tok_ends)
-                    if row >= 0:
+                    if cacheable:
                         cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids, n_out, n_ids)
                     n_out += n_ids
             if a < n_added:

@@ -3,14 +3,19 @@
 A piece's ids depend only on its bytes, and text repeats words, so the fused BPE kernels remember the
 ids of pieces up to ``MAX_PIECE`` bytes (as HF's BPE cache does). Row ``r`` of ``rows`` (int64[SLOTS, 8]):
 
-* ``[0]`` the piece's hash; ``[1]`` ``n_bytes | n_ids << 16 | byte_pool_offset << 32`` (0 = empty row);
+* ``[0]`` the piece's hash; ``[1]`` ``n_bytes | HIT | n_ids << 16 | byte_pool_offset << 32`` (0 = empty
+  row; ``HIT`` marks a row hit since the replacement scan last passed it);
 * ``[2]``, ``[3]`` its first 16 bytes, little-endian (zero-padded); bytes 16.. live in ``byte_pool``;
 * ``[4..7]`` up to ``INLINE_IDS`` ids, two int32 per word; more ids live in ``id_pool`` from ``[4]``.
 
-Open addressing with linear probing over a power-of-two table kept at most half full; once it or a
-pool is full nothing more is stored (emptying it made fresh text thrash: every entry, the common words
-too, had to be merged again), so memory stays bounded. The layout replaced five
-parallel arrays and two pools, which cost a cache line each per lookup.
+A piece lives within ``WINDOW`` rows of its hash's home row (linear probing, bounded), so a lookup
+reads at most ``WINDOW`` adjacent rows. When a piece's window has no empty row, a row there is
+replaced: the first one not hit since the replacement scan last passed it (each hit sets a bit in
+the row; the scan clears them, CLOCK-style), else the home row. Rows are never emptied, so lookups
+stay exact without tombstones, the cache adapts when the text changes (a server that saw English
+first still caches the Chinese it meets later), and memory stays fixed. Pieces over 16 bytes or 8
+ids also use the pools; once a pool is full, such pieces are no longer stored. The layout replaced
+five parallel arrays and two pools, which cost a cache line each per lookup.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ INLINE_BYTES = 16
 INLINE_IDS = 8
 POOL_BYTES = 1 << 19
 POOL_IDS = 1 << 18
+WINDOW = 8
+HIT = 1 << 15
 
 _K0 = np.int64(-7046029254386353131)  # odd 64-bit mixing constants (splitmix64's)
 _K1 = np.int64(-4658895280553007687)
@@ -53,27 +60,29 @@ def piece_key(buf, s, e):
 
 @njit(cache=True, nogil=True, inline="always")
 def cache_find(rows, byte_pool, buf, s, e):
-    """The row holding piece ``buf[s:e]``, or the empty row where it would go (``rows[r, 1] == 0``)."""
+    """The row holding piece ``buf[s:e]`` (marked as hit), or -1."""
     h, w0, w1 = piece_key(buf, s, e)
     n = e - s
     mask = rows.shape[0] - 1
     r = h & mask
-    while True:
+    for _ in range(WINDOW):
         meta = rows[r, 1]
         if meta == 0:
-            return r
-        if rows[r, 0] == h and (meta & 0xFFFF) == n and rows[r, 2] == w0 and rows[r, 3] == w1:
-            if n <= INLINE_BYTES:
-                return r
-            off = meta >> 32
+            return -1
+        if rows[r, 0] == h and (meta & 0x7FFF) == n and rows[r, 2] == w0 and rows[r, 3] == w1:
             same = True
-            for k in range(n - INLINE_BYTES):
-                if byte_pool[off + k] != buf[s + INLINE_BYTES + k]:
-                    same = False
-                    break
+            if n > INLINE_BYTES:
+                off = meta >> 32
+                for k in range(n - INLINE_BYTES):
+                    if byte_pool[off + k] != buf[s + INLINE_BYTES + k]:
+                        same = False
+                        break
             if same:
+                if (meta & HIT) == 0:
+                    rows[r, 1] = meta | HIT
                 return r
         r = (r + 1) & mask
+    return -1
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -98,18 +107,38 @@ def cache_store(cache, buf, s, e, ids, at, k):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def cache_put(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k):
-    """Remember that piece ``buf[s:e]`` (absent from the cache) encodes to ``ids[at:at + k]``, unless the
-    table would pass half full or a pool would overflow: then nothing is stored. O(piece + ids)."""
+    """Remember that piece ``buf[s:e]`` (absent from the cache) encodes to ``ids[at:at + k]``: in the first
+    empty row of its window, else in place of a row not hit lately (see the module docstring). Not
+    stored when a pool it needs is full. O(piece + ids + WINDOW)."""
     n = e - s
     long_bytes = n - INLINE_BYTES if n > INLINE_BYTES else 0
     long_ids = k if k > INLINE_IDS else 0
-    if k > 0xFFFF:
+    if k > 0xFFFF or n > 0x7FFF:
         return
-    if 2 * (fill[2] + 1) > rows.shape[0] or fill[0] + long_bytes > byte_pool.shape[0] or \
-            fill[1] + long_ids > id_pool.shape[0]:
-        return  # full: keep what is there (the words seen first are the common ones), as HF's cache does
-    r = cache_find(rows, byte_pool, buf, s, e)
+    if fill[0] + long_bytes > byte_pool.shape[0] or fill[1] + long_ids > id_pool.shape[0]:
+        return
     h, w0, w1 = piece_key(buf, s, e)
+    mask = rows.shape[0] - 1
+    home = h & mask
+    r = -1
+    q = home
+    for _ in range(WINDOW):
+        if rows[q, 1] == 0:
+            r = q
+            fill[2] += 1
+            break
+        q = (q + 1) & mask
+    if r < 0:
+        q = home
+        for _ in range(WINDOW):
+            meta = rows[q, 1]
+            if (meta & HIT) == 0:
+                r = q
+                break
+            rows[q, 1] = meta & ~np.int64(HIT)
+            q = (q + 1) & mask
+        if r < 0:
+            r = home
     rows[r, 0] = h
     rows[r, 2] = w0
     rows[r, 3] = w1
@@ -129,4 +158,3 @@ def cache_put(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k):
         for i in range(k):
             rows[r, 4 + (i >> 1)] |= (np.int64(ids[at + i]) & _LOW32) << (32 * (i & 1))
     rows[r, 1] = np.int64(n) | (np.int64(k) << 16) | (np.int64(off) << 32)
-    fill[2] += 1

@@ -139,17 +139,17 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                             pe = _space_split_end(norm_buf, ps, gap_end, unsafe_prev) if split_space else gap_end
                             # the piece cache probe and copy are inlined (a call would incref/decref
                             # every array argument per piece)
-                            row = -1
-                            if pe - ps <= MAX_PIECE:
+                            cacheable = pe - ps <= MAX_PIECE
+                            if cacheable:
                                 row = cache_find(cache_rows, cache_bytes, norm_buf, ps, pe)
-                                if cache_rows[row, 1] != 0:
+                                if row >= 0:
                                     n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
                                     ps = pe
                                     continue
                             one_start[0] = ps
                             one_end[0] = pe
                             n_ids = bpe_encode(v, bs, norm_buf, one_start, one_end, 0, 1, out_ids[n_out:], tok_starts, tok_ends)
-                            if row >= 0:
+                            if cacheable:
                                 cache_store(cache, norm_buf, ps, pe, out_ids, n_out, n_ids)
                             n_out += n_ids
                             ps = pe
