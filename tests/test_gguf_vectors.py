@@ -65,3 +65,16 @@ def test_gguf_metadata(shared):
     assert _ids(tok.encode("<|eot_id|>", parse_special=True)) == [128009]
     gpt2 = _load("gpt-2")
     assert _ids(gpt2.encode("Hello", add_special_tokens=True)) == _ids(gpt2.encode("Hello"))
+
+
+def test_llamacpp_vectors_interleaved(shared):
+    """Every vocabulary's vectors again, one string per vocabulary in turn, so each tokenizer runs right
+    after the others: no state a tokenizer keeps between calls (buffers, piece and pair caches) may
+    leak into another's ids."""
+    names = [n for n in VOCABS if n not in KNOWN_FAILURES]
+    vectors = {n: gguf_vectors(shared / "data" / "gguf" / f"ggml-vocab-{n}.gguf") for n in names}
+    for i in range(max(len(v) for v in vectors.values())):
+        for n in names:
+            if i < len(vectors[n]):
+                text, expected = vectors[n][i]
+                assert _ids(_load(n).encode(text)) == expected, (n, i, text[:80])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 
 
-import functools
 
 import numpy as np
 
@@ -27,9 +26,9 @@ def model_mask(spec: TokenizerSpec) -> np.ndarray:
     return np.ones(len(spec.tokens), dtype=np.bool_)
 
 
-@functools.lru_cache(maxsize=None)
 def _no_piece_cache():
-    """The staged path's BPE scratch never caches pieces: a two-row cache fills the structure's slot."""
+    """The staged path's BPE scratch caches no pieces (a two-row cache fills the structure's slot), but
+    its pair cache remembers one model's pair table: one per scratch, never shared."""
     return structs.make_piece_cache(slots=2)
 
 
@@ -71,8 +70,9 @@ class Workspace:
     def bpe_scratch(self, model: "BPEModel"):
         """These buffers as the BPE kernel's :data:`~tokjit.kernels.structs.BPE_SCRATCH` for ``model``
         (rebuilt only when the buffers grow or the model changes)."""
-        key = (self.cap, id(model))
-        if getattr(self, "_scratch_key", None) != key:
+        key = (self.cap, model)
+        old = getattr(self, "_scratch_key", None)
+        if old is None or old[0] != key[0] or old[1] is not model:
             self._scratch = structs.make_bpe_scratch(self, self.rev_left(model.token_flags.shape[0]),
                                                      self.touched(model.touched.shape[0]), _no_piece_cache())
             self._scratch_key = key
