@@ -60,3 +60,37 @@ def test_single_calls_match_reference(shared, family):
         assert tok.encode(text, parse_special=parse_special) == ref(text), text[:60]
     batch = tok.encode_batch(TEXTS, parse_special=parse_special)
     assert batch == [ref(text) for text in TEXTS]
+
+
+def test_borrow_reads_the_same_fields_as_attribute_access():
+    """Entry kernels compiled without reference counting read structures with ``structs.borrow``, which
+    finds the payload through numba's MemInfo layout: it must give the very arrays (same memory) and
+    scalars that ``struct.field`` gives, and survive the structure being reused many times."""
+    import numpy as np
+    from numba import njit
+
+    from tokjit.kernels import structs
+
+    trie_fields = (np.array([True, False]), np.arange(3), np.arange(3) + 5, np.arange(4, dtype=np.uint8),
+                   np.arange(5) * 2, np.arange(6) - 1)
+    trie = structs._new_trie(trie_fields)
+
+    @njit(_nrt=False)
+    def borrowed(t):
+        a = structs.borrow(t, "child_count")
+        b = structs.borrow(t, "node_token")
+        a[0] += 1  # writes go to the structure's own array
+        return a[2] + b[5] + structs.borrow(t, "edge_byte")[3]
+
+    for _ in range(1000):
+        assert borrowed(trie) == 7 + 4 + 3
+    assert trie_fields[2][0] == 5 + 1000  # child_count, the 3rd field, is arange(3) + 5
+    vocab = tokjit.get_encoding("o200k_base")._fused.pipes[0]
+
+    @njit
+    def same_memory(pipe):
+        v = pipe.vocab
+        return (structs.borrow(v, "pair_slots").ctypes.data == v.pair_slots.ctypes.data
+                and structs.borrow(v, "max_len") == v.max_len)
+
+    assert same_memory(vocab)

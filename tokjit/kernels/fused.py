@@ -14,8 +14,9 @@ from tokjit.kernels.added_tokens import find_added_tokens
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
-from tokjit.kernels.bpe import bpe_core, scratch_tables, vocab_tables
+from tokjit.kernels.bpe import bpe_core
 from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_put
+from tokjit.kernels.structs import borrow
 
 STATUS_OK = 0
 STATUS_REGEX_STACK = 1  # the regex needs a larger backtrack stack or memoization: redo this doc in Python
@@ -29,37 +30,40 @@ GROW = -1  # encode_text_bpe: the thread's buffers are too small for this text (
 FALLBACK = -2  # encode_text_bpe: the regex needs the memoizing (staged) path for this text
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def encode_text_bpe(session, text):
     """One text (``bytes``) through :func:`encode_docs_bpe`; returns the number of ids in ``sp.out``,
-    or GROW / FALLBACK. The single-text entry point: two arguments to unbox, no allocation."""
-    sp = session.spans
+    or GROW / FALLBACK. The single-text entry point: two arguments to unbox, no allocation, no
+    reference counting (fields are read with ``borrow``)."""
+    sp = borrow(session, "spans")
     if not load_single_text(sp, text, len(text) + 1):
         return GROW
-    if encode_docs_bpe(session, sp.text, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end) < 1:
+    if encode_docs_bpe(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
+                       borrow(sp, "out"), borrow(sp, "doc_out_end")) < 1:
         return FALLBACK
-    return sp.io[0]
+    return borrow(sp, "io")[0]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def load_single_text(sp, text, out_needed):
     """Copy ``text`` into the thread's text buffer ``sp.text`` as the only document of a batch; False
     (with ``sp.io[2]`` = its length, for the driver to grow the buffers) when the text or ``out_needed``
     ids do not fit. The preamble of every family's single-text kernel."""
     n = len(text)
-    buf = sp.text
-    if n > buf.shape[0] or out_needed > sp.out.shape[0]:
-        sp.io[2] = n
+    buf = borrow(sp, "text")
+    io = borrow(sp, "io")
+    if n > buf.shape[0] or out_needed > borrow(sp, "out").shape[0]:
+        io[2] = n
         return False
     for i in range(n):
         buf[i] = text[i]
-    sp.doc_starts[0] = 0
-    sp.doc_ends[0] = n
-    sp.io[0] = 0
+    borrow(sp, "doc_starts")[0] = 0
+    borrow(sp, "doc_ends")[0] = n
+    io[0] = 0
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end):
     """Encode documents ``first_doc..last_doc-1`` of ``buf``; returns the index of the first document
     not finished (``last_doc`` when all are done) and sets ``sp.io[1]`` to the status.
@@ -75,16 +79,26 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     A piece's ids depend only on its bytes, so short pieces are remembered in the thread's piece cache
     (:mod:`tokjit.kernels.piece_cache`; text repeats words): a hit copies the ids instead of merging again.
     """
-    pipe, sp, bs = session.pipe, session.spans, session.bpe
-    t, rx, v, c = pipe.trie, pipe.regex, pipe.vocab, bs.cache
+    pipe, sp, bs = borrow(session, "pipe"), borrow(session, "spans"), borrow(session, "bpe")
+    t, rx, v, c = borrow(pipe, "trie"), borrow(pipe, "regex"), borrow(pipe, "vocab"), borrow(bs, "cache")
     return _bpe_docs_core(
-        (t.first_byte, t.child_start, t.child_count, t.edge_byte, t.edge_target, t.node_token),
-        (rx.prog, rx.rep_info, rx.cls_ascii, rx.cls_mask, rx.cls_neg, rx.cls_roff, rx.cls_ranges, rx.gc, rx.roles),
-        (rx.n_memo, rx.behavior, rx.invert, rx.shape, rx.shape_flags, rx.max_digits),
-        vocab_tables(v), (v.flags, v.unk_id, v.max_len), scratch_tables(bs),
-        (sp.at_starts, sp.at_ends, sp.at_ids, sp.match_starts, sp.match_ends, sp.piece_starts, sp.piece_ends,
-         sp.rx_stack, sp.rx_params, sp.tok_starts, sp.tok_ends, sp.io),
-        (c.rows, c.byte_pool, c.id_pool, c.fill),
+        (borrow(t, "first_byte"), borrow(t, "child_start"), borrow(t, "child_count"), borrow(t, "edge_byte"),
+         borrow(t, "edge_target"), borrow(t, "node_token")),
+        (borrow(rx, "prog"), borrow(rx, "rep_info"), borrow(rx, "cls_ascii"), borrow(rx, "cls_mask"),
+         borrow(rx, "cls_neg"), borrow(rx, "cls_roff"), borrow(rx, "cls_ranges"), borrow(rx, "gc"),
+         borrow(rx, "roles")),
+        (borrow(rx, "n_memo"), borrow(rx, "behavior"), borrow(rx, "invert"), borrow(rx, "shape"),
+         borrow(rx, "shape_flags"), borrow(rx, "max_digits")),
+        (borrow(v, "blob"), borrow(v, "offsets"), borrow(v, "table"), borrow(v, "byte_ids"),
+         borrow(v, "merge_rank"), borrow(v, "pair_slots"), borrow(v, "token_flags"), borrow(v, "unsafe_prev")),
+        (borrow(v, "flags"), borrow(v, "unk_id"), borrow(v, "max_len")),
+        (borrow(bs, "start"), borrow(bs, "end"), borrow(bs, "id"), borrow(bs, "rank"), borrow(bs, "prev"),
+         borrow(bs, "next"), borrow(bs, "heap"), borrow(bs, "stack"), borrow(bs, "rev_left"),
+         borrow(bs, "touched"), borrow(c, "pairs")),
+        (borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids"), borrow(sp, "match_starts"),
+         borrow(sp, "match_ends"), borrow(sp, "piece_starts"), borrow(sp, "piece_ends"), borrow(sp, "rx_stack"),
+         borrow(sp, "rx_params"), borrow(sp, "tok_starts"), borrow(sp, "tok_ends"), borrow(sp, "io")),
+        (borrow(c, "rows"), borrow(c, "byte_pool"), borrow(c, "id_pool"), borrow(c, "fill")),
         buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end)
 
 
