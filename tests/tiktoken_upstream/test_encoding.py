@@ -154,6 +154,12 @@ def test_basic_roundtrip(make_enc):
 def test_hyp_roundtrip(make_enc: Callable[[], tiktoken.Encoding], text):
     enc = make_enc()
 
+    if any(special in text for special in enc.special_tokens_set):
+        # tokjit: tiktoken itself raises on such text (special tokens are disallowed by default);
+        # hypothesis draws string constants from the code under test, so it can generate them
+        with pytest.raises(ValueError):
+            enc.encode(text)
+        return
     assert text == enc.decode(enc.encode(text))
 
 

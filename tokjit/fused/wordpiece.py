@@ -17,6 +17,7 @@ from tokjit.fused.driver import FusedPath, doc_sizes
 from tokjit.fused.threads import ThreadSpans, field, writable_docs
 from tokjit.kernels import structs
 from tokjit.kernels import wordpiece_fused as kernel
+from tokjit.kernels.wordpiece import MAX_LOCAL
 from tokjit.models.bpe import model_mask
 from tokjit.models.wordpiece import BertNormalizer, BertPreTokenizer, WhitespaceSplit, WordPieceModel
 
@@ -46,7 +47,7 @@ class _WordPieceThread:
         self.spans = ThreadSpans(text_cap=cap, out_cap=2 * expansion * cap + 16, added_cap=cap + 1,
                                  tok_cap=2 * norm + 2, piece_cap=norm)
         self.out_view = self.spans.out_view  # what encode_list reads the ids from
-        run = 4 * cap + 16
+        run = 4 * cap + 16 + MAX_LOCAL  # bert_normalize keeps its per-character scratch at the end
         self.buffers = kernel.make_wordpiece_buffers(
             np.empty(norm, np.int64), np.empty(norm, np.int64), np.empty(norm, np.int64),
             np.empty(run, np.int64), np.empty(run, np.int64), np.empty(run, np.int64),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from numba import njit
 
+from tokjit.kernels.structs import borrow
+
 
 @njit(cache=True, nogil=True, inline="always")
 def _trie_child(node, b, child_start, child_count, edge_byte, edge_target):
@@ -131,9 +133,8 @@ def claim_longest_first(buf, start, end, order, occ_start, occ_id, token_len, st
     return n
 
 
-@njit(cache=True, nogil=True)
-def find_added_tokens_in(trie, buf, start, end, out_starts, out_ends, out_ids):
-    """:func:`find_added_tokens` over a compiled :data:`~tokjit.kernels.structs.TRIE`: the form the fused
-    kernels call (one structure instead of six arrays keeps their per-call cost down)."""
-    return find_added_tokens(buf, start, end, trie.first_byte, trie.child_start, trie.child_count, trie.edge_byte,
-                             trie.edge_target, trie.node_token, out_starts, out_ends, out_ids)
+@njit(cache=True, nogil=True, inline="always")
+def trie_arrays(trie):
+    """The six arrays of a :data:`~tokjit.kernels.structs.TRIE` in :func:`find_added_tokens`' order."""
+    return (borrow(trie, "first_byte"), borrow(trie, "child_start"), borrow(trie, "child_count"),
+            borrow(trie, "edge_byte"), borrow(trie, "edge_target"), borrow(trie, "node_token"))

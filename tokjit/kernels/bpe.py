@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit
 
 from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_slot
+from tokjit.kernels.structs import borrow
 
 NO_RANK = 2147483647
 
@@ -29,11 +30,6 @@ FLAG_RESEGMENT_UNUSED = 32  # merged UNUSED pieces are split back into their par
 FLAG_SPLIT_SPACE_SYMBOL = 64  # cut pieces before U+2581 where no token could merge across the cut
 
 TOKEN_UNUSED = 1  # bit in ``token_flags``
-
-# Each thread's pair cache: a direct-mapped copy of the pair-table entries it has looked up. The
-# table of a tiktoken vocabulary holds every cut of every token (446k pairs for o200k, 16 MB), so its
-# lookups miss the CPU caches; the pairs text actually meets are few and repeat. 16K entries, 256 KB.
-PAIR_CACHE_SLOTS = 1 << 14
 
 # Pieces up to this many symbols merge by a linear scan (cache friendly, like tiktoken's small path);
 # longer ones use a heap so "x" * 1_000_000 stays O(n log n).
@@ -221,22 +217,30 @@ def bpe_encode(vocab, scratch, buf, piece_starts, piece_ends, first_piece, n_pie
     With ``FLAG_SPLIT_SPACE_SYMBOL`` each piece is first cut before U+2581 (see ``_space_split_end``;
     ``unsafe_prev`` lists the code points after which no cut is made).
     """
-    return bpe_core(vocab_tables(vocab), (vocab.flags, vocab.unk_id, vocab.max_len), scratch_tables(scratch), buf,
+    return bpe_core(vocab_tables(vocab), vocab_scalars(vocab), scratch_tables(scratch), buf,
                     piece_starts, piece_ends, first_piece, n_pieces, out_ids, out_starts, out_ends)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def vocab_tables(vocab):
     """The arrays of a BPE_VOCAB in the order :func:`bpe_core` reads them."""
-    return (vocab.blob, vocab.offsets, vocab.table, vocab.byte_ids, vocab.merge_rank, vocab.pair_slots,
-            vocab.token_flags, vocab.unsafe_prev)
+    return (borrow(vocab, "blob"), borrow(vocab, "offsets"), borrow(vocab, "table"), borrow(vocab, "byte_ids"),
+            borrow(vocab, "merge_rank"), borrow(vocab, "pair_slots"), borrow(vocab, "token_flags"),
+            borrow(vocab, "unsafe_prev"))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def vocab_scalars(vocab):
+    """(flags, unk_id, max_len) of a BPE_VOCAB, as :func:`bpe_core` takes them."""
+    return borrow(vocab, "flags"), borrow(vocab, "unk_id"), borrow(vocab, "max_len")
 
 
 @njit(cache=True, nogil=True, inline="always")
 def scratch_tables(scratch):
-    """The arrays of a BPE_SCRATCH in the order :func:`bpe_core` reads them."""
-    return (scratch.start, scratch.end, scratch.id, scratch.rank, scratch.prev, scratch.next, scratch.heap,
-            scratch.stack, scratch.rev_left, scratch.touched, scratch.cache.pairs)
+    """The arrays of a BPE_SCRATCH in the order :func:`bpe_core` reads them (its pair cache last)."""
+    return (borrow(scratch, "start"), borrow(scratch, "end"), borrow(scratch, "id"), borrow(scratch, "rank"),
+            borrow(scratch, "prev"), borrow(scratch, "next"), borrow(scratch, "heap"), borrow(scratch, "stack"),
+            borrow(scratch, "rev_left"), borrow(scratch, "touched"), borrow(borrow(scratch, "cache"), "pairs"))
 
 
 # Compiled without numba's reference counting: it reads arrays its caller keeps alive and allocates

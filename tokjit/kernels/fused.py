@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from numba import njit
 
-from tokjit.kernels.added_tokens import find_added_tokens
+from tokjit.kernels.added_tokens import find_added_tokens, trie_arrays
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
-from tokjit.kernels.bpe import bpe_core
+from tokjit.kernels.bpe import bpe_core, scratch_tables, vocab_scalars, vocab_tables
 from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_put
 from tokjit.kernels.structs import borrow
 
@@ -82,19 +82,13 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     pipe, sp, bs = borrow(session, "pipe"), borrow(session, "spans"), borrow(session, "bpe")
     t, rx, v, c = borrow(pipe, "trie"), borrow(pipe, "regex"), borrow(pipe, "vocab"), borrow(bs, "cache")
     return _bpe_docs_core(
-        (borrow(t, "first_byte"), borrow(t, "child_start"), borrow(t, "child_count"), borrow(t, "edge_byte"),
-         borrow(t, "edge_target"), borrow(t, "node_token")),
+        trie_arrays(t),
         (borrow(rx, "prog"), borrow(rx, "rep_info"), borrow(rx, "cls_ascii"), borrow(rx, "cls_mask"),
          borrow(rx, "cls_neg"), borrow(rx, "cls_roff"), borrow(rx, "cls_ranges"), borrow(rx, "gc"),
          borrow(rx, "roles")),
         (borrow(rx, "n_memo"), borrow(rx, "behavior"), borrow(rx, "invert"), borrow(rx, "shape"),
          borrow(rx, "shape_flags"), borrow(rx, "max_digits")),
-        (borrow(v, "blob"), borrow(v, "offsets"), borrow(v, "table"), borrow(v, "byte_ids"),
-         borrow(v, "merge_rank"), borrow(v, "pair_slots"), borrow(v, "token_flags"), borrow(v, "unsafe_prev")),
-        (borrow(v, "flags"), borrow(v, "unk_id"), borrow(v, "max_len")),
-        (borrow(bs, "start"), borrow(bs, "end"), borrow(bs, "id"), borrow(bs, "rank"), borrow(bs, "prev"),
-         borrow(bs, "next"), borrow(bs, "heap"), borrow(bs, "stack"), borrow(bs, "rev_left"),
-         borrow(bs, "touched"), borrow(c, "pairs")),
+        vocab_tables(v), vocab_scalars(v), scratch_tables(bs),
         (borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids"), borrow(sp, "match_starts"),
          borrow(sp, "match_ends"), borrow(sp, "piece_starts"), borrow(sp, "piece_ends"), borrow(sp, "rx_stack"),
          borrow(sp, "rx_params"), borrow(sp, "tok_starts"), borrow(sp, "tok_ends"), borrow(sp, "io")),

@@ -33,6 +33,12 @@ POOL_IDS = 1 << 18
 WINDOW = 8
 HIT = 1 << 15
 
+# Each thread's BPE pair cache (kept with its piece cache, read by tokjit.kernels.bpe): a direct-mapped
+# copy of the pair-table entries it has looked up. A pair table of a large vocabulary is megabytes
+# (o200k: 8 MB), so its lookups miss the CPU caches; the pairs text meets are fewer and repeat.
+# 16K entries, 256 KB.
+PAIR_CACHE_SLOTS = 1 << 14
+
 _K0 = np.int64(-7046029254386353131)  # odd 64-bit mixing constants (splitmix64's)
 _K1 = np.int64(-4658895280553007687)
 _FNV_PRIME = np.int64(1099511628211)
@@ -97,12 +103,6 @@ def cache_emit(rows, id_pool, r, out, at):
         for i in range(k):
             out[at + i] = id_pool[i0 + i]
     return k
-
-
-@njit(cache=True, nogil=True)
-def cache_store(cache, buf, s, e, ids, at, k):
-    """:func:`cache_put` into a :data:`~tokjit.kernels.structs.PIECE_CACHE`."""
-    cache_put(cache.rows, cache.byte_pool, cache.id_pool, cache.fill, buf, s, e, ids, at, k)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -16,12 +16,14 @@ from __future__ import annotations
 from numba import njit, types
 from numba.experimental import structref
 
-from tokjit.kernels.added_tokens import find_added_tokens_in
+from tokjit.kernels.added_tokens import find_added_tokens, trie_arrays
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
 from tokjit.kernels import structs
-from tokjit.kernels.bpe import FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_encode
+from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_core,
+                                scratch_tables, vocab_scalars, vocab_tables)
 from tokjit.kernels.fused import GROW, load_single_text
-from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_store
+from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_put
+from tokjit.kernels.structs import borrow
 
 _I64 = types.int64[::1]
 _U8 = types.uint8[::1]
@@ -78,18 +80,20 @@ def make_spm_session(pipe, spans, bpe, bufs):
     return s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def encode_text_spm(session, text):
     """One text (``bytes``) through :func:`encode_docs_spm`; returns the number of ids in
     ``spans.out``, or GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small.
-    The single-text entry point: two arguments to unbox, no allocation."""
-    sp = session.spans
+    The single-text entry point: two arguments to unbox, no allocation, no reference counting."""
+    sp = borrow(session, "spans")
     if not load_single_text(sp, text, 3 * len(text) + 4):
         return GROW
-    return encode_docs_spm(session, sp.text, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
+    return encode_docs_spm(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
+                           borrow(sp, "out"), borrow(sp, "doc_out_end"))
 
 
-@njit(cache=True, nogil=True)
+# Compiled without reference counting (fields read with ``borrow``; see kernels.structs)
+@njit(cache=True, nogil=True, _nrt=False)
 def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end):
     """Encode documents ``first_doc..last_doc-1`` of ``buf``; returns the number of ids written to
     ``out_ids`` (from index 0; ``doc_out_end[d]`` is the end of document ``d``'s ids).
@@ -107,29 +111,35 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     ``spans.tok_*`` and the BPE workspaces >= 3 * longest document + 4; ``spans.at_*`` >= longest + 1;
     ``bufs.ident`` = arange of length >= longest + 1.
     """
-    # only what the loops read is unpacked; the stages take their structures whole (see kernels.fused)
-    pipe, sp, bs, bf = session.pipe, session.spans, session.bpe, session.bufs
-    at, ud, v = pipe.raw, pipe.user, pipe.vocab
-    ws_flags, flags, unsafe_prev = pipe.ws_flags, v.flags, v.unsafe_prev
-    at_starts, at_ends, at_ids, tok_starts, tok_ends = sp.at_starts, sp.at_ends, sp.at_ids, sp.tok_starts, sp.tok_ends
-    ident, ud_starts, ud_ends, ud_ids = bf.ident, bf.ud_starts, bf.ud_ends, bf.ud_ids
-    norm_buf, norm_align, one_start, one_end = bf.norm_buf, bf.norm_align, bf.one_start, bf.one_end
-    cache = bs.cache
-    cache_rows, cache_bytes, cache_ids = cache.rows, cache.byte_pool, cache.id_pool
+    pipe, sp = borrow(session, "pipe"), borrow(session, "spans")
+    bs, bf = borrow(session, "bpe"), borrow(session, "bufs")
+    at, ud, v = trie_arrays(borrow(pipe, "raw")), trie_arrays(borrow(pipe, "user")), borrow(pipe, "vocab")
+    ws_flags = borrow(pipe, "ws_flags")
+    v_tables, v_scalars, work = vocab_tables(v), vocab_scalars(v), scratch_tables(bs)
+    flags, unsafe_prev = v_scalars[0], v_tables[7]
+    at_starts, at_ends, at_ids = borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids")
+    tok_starts, tok_ends = borrow(sp, "tok_starts"), borrow(sp, "tok_ends")
+    ident, ud_starts = borrow(bf, "ident"), borrow(bf, "ud_starts")
+    ud_ends, ud_ids = borrow(bf, "ud_ends"), borrow(bf, "ud_ids")
+    norm_buf, norm_align = borrow(bf, "norm_buf"), borrow(bf, "norm_align")
+    one_start, one_end = borrow(bf, "one_start"), borrow(bf, "one_end")
+    cache = borrow(bs, "cache")
+    cache_rows, cache_bytes, cache_ids = borrow(cache, "rows"), borrow(cache, "byte_pool"), borrow(cache, "id_pool")
+    cache_fill = borrow(cache, "fill")
     split_space = (flags & FLAG_SPLIT_SPACE_SYMBOL) != 0
     cached = (flags & FLAG_RESEGMENT_UNUSED) == 0
     n_out = 0
     for d in range(first_doc, last_doc):
         ds = doc_starts[d]
         de = doc_ends[d]
-        n_added = find_added_tokens_in(at, buf, ds, de, at_starts, at_ends, at_ids)
+        n_added = find_added_tokens(buf, ds, de, *at, at_starts, at_ends, at_ids)
         pos = ds
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
             if seg_end > pos:
                 n = seg_end - pos
                 m = sentencepiece_whitespace(buf[pos:seg_end], ident, n, ws_flags, norm_buf, norm_align)
-                n_ud = find_added_tokens_in(ud, norm_buf, 0, m, ud_starts, ud_ends, ud_ids)
+                n_ud = find_added_tokens(norm_buf, 0, m, *ud, ud_starts, ud_ends, ud_ids)
                 q = 0
                 for u in range(n_ud + 1):
                     gap_end = ud_starts[u] if u < n_ud else m
@@ -148,15 +158,18 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                                     continue
                             one_start[0] = ps
                             one_end[0] = pe
-                            n_ids = bpe_encode(v, bs, norm_buf, one_start, one_end, 0, 1, out_ids[n_out:], tok_starts, tok_ends)
+                            n_ids = bpe_core(v_tables, v_scalars, work, norm_buf, one_start, one_end, 0, 1,
+                                             out_ids[n_out:], tok_starts, tok_ends)
                             if cacheable:
-                                cache_store(cache, norm_buf, ps, pe, out_ids, n_out, n_ids)
+                                cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, norm_buf, ps, pe,
+                                          out_ids, n_out, n_ids)
                             n_out += n_ids
                             ps = pe
                     elif gap_end > q:
                         one_start[0] = q
                         one_end[0] = gap_end
-                        n_out += bpe_encode(v, bs, norm_buf, one_start, one_end, 0, 1, out_ids[n_out:], tok_starts, tok_ends)
+                        n_out += bpe_core(v_tables, v_scalars, work, norm_buf, one_start, one_end, 0, 1,
+                                          out_ids[n_out:], tok_starts, tok_ends)
                     if u < n_ud:
                         out_ids[n_out] = ud_ids[u]
                         n_out += 1

@@ -38,9 +38,10 @@ _MEMINFO_DATA = 3
 
 @intrinsic
 def borrow(typingctx, struct, attr):
-    """``struct.<attr>`` (a string literal) without touching reference counts, so a kernel compiled with
-    ``_nrt=False`` can read its structures. The value is borrowed: valid while the caller holds the
-    structure, which every kernel call does (the structures are built once and kept by Python)."""
+    """``struct.<attr>`` (a string literal); in a kernel compiled with ``_nrt=False``, without touching
+    reference counts (numba's own attribute access needs them). The value is borrowed: valid while the
+    caller holds the structure, which every kernel call does (the structures are built once and kept
+    by Python). In a counting kernel it is counted like ``struct.field``."""
     if not isinstance(struct, types.StructRef) or not isinstance(attr, types.StringLiteral):
         return None
     name = attr.literal_value
@@ -54,7 +55,10 @@ def borrow(typingctx, struct, attr):
         payload_type = sig.args[0].get_data_type()
         llvm_type = context.data_model_manager[payload_type].get_value_type()
         payload = builder.bitcast(builder.load(slot), llvm_type.as_pointer())
-        return getattr(cgutils.create_struct_proxy(payload_type)(context, builder, ref=payload), name)
+        value = getattr(cgutils.create_struct_proxy(payload_type)(context, builder, ref=payload), name)
+        if context.enable_nrt:  # a counting kernel owns what it reads, as with ``struct.field``
+            context.nrt.incref(builder, sig.return_type, value)
+        return value
 
     return struct.field_dict[name](struct, attr), codegen
 
@@ -212,12 +216,11 @@ def make_piece_cache(slots: int | None = None) -> PieceCache:
     keeps it when its buffers grow. One cache serves one vocabulary: both remember that vocabulary's
     answers."""
     from tokjit.kernels import piece_cache as pc
-    from tokjit.kernels.bpe import PAIR_CACHE_SLOTS
     rows = pc.SLOTS if slots is None else slots
     small = slots is not None
     return _new_piece_cache((np.zeros((rows, pc.ROW), np.int64), np.zeros(1 if small else pc.POOL_BYTES, np.uint8),
                              np.zeros(1 if small else pc.POOL_IDS, np.int32), np.zeros(3, np.int64),
-                             np.full(2 * PAIR_CACHE_SLOTS, -1, np.int64)))
+                             np.full(2 * pc.PAIR_CACHE_SLOTS, -1, np.int64)))
 
 
 # -------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from tokjit.kernels.added_tokens import find_added_tokens
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
 from tokjit.kernels.split import metaspace_pieces
 from tokjit.kernels import structs
+from tokjit.kernels.structs import borrow
 from tokjit.kernels.charsmap import hf_normalize, spm_normalize
 from tokjit.kernels.fused import GROW
 from tokjit.kernels.lookup import bytes_equal, hash_bytes
@@ -271,7 +272,7 @@ def _word_slot(buf, p, q, wc_meta, wc_bytes):
     return slot
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def encode_words_spm(buf, n, vocab, lattice, words, out_ids, n_out, tok_starts, tok_ends):
     """sentencepiece's Viterbi over normalized ``buf[:n]`` (float32, ``ARITH_SPM``), word by word, with
     a per-thread cache of word -> ids; appends at ``out_ids[n_out:]`` and returns the new count.
@@ -288,10 +289,14 @@ def encode_words_spm(buf, n, vocab, lattice, words, out_ids, n_out, tok_starts, 
     ``vocab`` is the model (:data:`UNIGRAM_VOCAB`), ``lattice`` the Viterbi's buffers, ``words`` the
     cache (:data:`WORD_CACHE`).
     """
-    return _words_spm_core(buf, n, (vocab.da, vocab.scores, vocab.id_flags, vocab.byte_ids),
-                           (vocab.unk_id, vocab.unk_score, vocab.byte_fallback),
-                           (lattice.best_score, lattice.best_start, lattice.best_id, lattice.path_start, lattice.path_end),
-                           (words.meta, words.cert, words.bytes, words.ids, words.scores, words.fill),
+    return _words_spm_core(buf, n,
+                           (borrow(vocab, "da"), borrow(vocab, "scores"), borrow(vocab, "id_flags"),
+                            borrow(vocab, "byte_ids")),
+                           (borrow(vocab, "unk_id"), borrow(vocab, "unk_score"), borrow(vocab, "byte_fallback")),
+                           (borrow(lattice, "best_score"), borrow(lattice, "best_start"), borrow(lattice, "best_id"),
+                            borrow(lattice, "path_start"), borrow(lattice, "path_end")),
+                           (borrow(words, "meta"), borrow(words, "cert"), borrow(words, "bytes"), borrow(words, "ids"),
+                            borrow(words, "scores"), borrow(words, "fill")),
                            out_ids, n_out, tok_starts, tok_ends)
 
 
@@ -404,33 +409,35 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
     return n_out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def encode_text_unigram_spm(session, text):
     """One text (``bytes``) through :func:`encode_docs_unigram_spm`; returns the number of ids in
     ``spans.out``, GROW (``spans.io[1]`` says which buffer, ``io[2]`` how much) or MISSING. The
     single-text entry point: two arguments to unbox, no allocation."""
-    sp = session.spans
+    sp = borrow(session, "spans")
     if not _load_text(sp, text):
         return GROW
-    encode_docs_unigram_spm(session, sp.text, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
-    return _text_result(sp.io)
+    encode_docs_unigram_spm(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
+                           borrow(sp, "out"), borrow(sp, "doc_out_end"))
+    return _text_result(borrow(sp, "io"))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _load_text(sp, text):
     """Copy ``text`` into the thread's text buffer as document 0; False (and STATUS_GROW_TEXT) when it
     does not fit."""
     n = len(text)
-    buf = sp.text
-    sp.io[0] = 0
-    if n + 1 > buf.shape[0] or n + 1 > sp.at_starts.shape[0]:
-        sp.io[1] = STATUS_GROW_TEXT
-        sp.io[2] = n
+    buf = borrow(sp, "text")
+    io = borrow(sp, "io")
+    io[0] = 0
+    if n + 1 > buf.shape[0] or n + 1 > borrow(sp, "at_starts").shape[0]:
+        io[1] = STATUS_GROW_TEXT
+        io[2] = n
         return False
     for i in range(n):
         buf[i] = text[i]
-    sp.doc_starts[0] = 0
-    sp.doc_ends[0] = n
+    borrow(sp, "doc_starts")[0] = 0
+    borrow(sp, "doc_ends")[0] = n
     return True
 
 
@@ -444,7 +451,7 @@ def _text_result(io):
     return GROW
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end):
     """Encode documents ``first_doc..last_doc-1`` appending ids at ``spans.io[0]``; returns the next
     document and sets the status in ``spans.io[1]`` (what to grow: ``io[2]``). A document is written
@@ -458,22 +465,34 @@ def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_
     ``pipe.word_cache`` (the builder checked the vocabulary allows it) the Viterbi runs word by word
     through ``encode_words_spm``'s cache (``session.words``).
     """
-    pipe, sp, bf, lattice, words = session.pipe, session.spans, session.bufs, session.lattice, session.words
-    at, ud, cm, vocab = pipe.raw, pipe.user, pipe.charsmap, pipe.vocab
-    ws_flags, word_cache = pipe.ws_flags, pipe.word_cache
-    at_first, at_child_start, at_child_count = at.first_byte, at.child_start, at.child_count
-    at_edge_byte, at_edge_target, at_token = at.edge_byte, at.edge_target, at.node_token
-    ud_first, ud_child_start, ud_child_count = ud.first_byte, ud.child_start, ud.child_count
-    ud_edge_byte, ud_edge_target, ud_token = ud.edge_byte, ud.edge_target, ud.node_token
-    has_charsmap, cm_units, cm_strings, cm_max_step = cm.present, cm.units, cm.strings, cm.max_step
-    da, scores, id_flags, byte_ids, arith = vocab.da, vocab.scores, vocab.id_flags, vocab.byte_ids, vocab.arith
-    unk_id, unk_score, byte_fallback = vocab.unk_id, vocab.unk_score, vocab.byte_fallback
+    pipe, sp, bf, lattice, words = borrow(session, "pipe"), borrow(session, "spans"), borrow(session, "bufs"), \
+        borrow(session, "lattice"), borrow(session, "words")
+    at, ud, cm, vocab = borrow(pipe, "raw"), borrow(pipe, "user"), borrow(pipe, "charsmap"), borrow(pipe, "vocab")
+    ws_flags, word_cache = borrow(pipe, "ws_flags"), borrow(pipe, "word_cache")
+    at_first, at_child_start, at_child_count = borrow(at, "first_byte"), borrow(at, "child_start"), \
+        borrow(at, "child_count")
+    at_edge_byte, at_edge_target, at_token = borrow(at, "edge_byte"), borrow(at, "edge_target"), \
+        borrow(at, "node_token")
+    ud_first, ud_child_start, ud_child_count = borrow(ud, "first_byte"), borrow(ud, "child_start"), \
+        borrow(ud, "child_count")
+    ud_edge_byte, ud_edge_target, ud_token = borrow(ud, "edge_byte"), borrow(ud, "edge_target"), \
+        borrow(ud, "node_token")
+    has_charsmap, cm_units, cm_strings, cm_max_step = borrow(cm, "present"), borrow(cm, "units"), \
+        borrow(cm, "strings"), borrow(cm, "max_step")
+    da, scores, id_flags, byte_ids, arith = borrow(vocab, "da"), borrow(vocab, "scores"), borrow(vocab, "id_flags"), \
+        borrow(vocab, "byte_ids"), borrow(vocab, "arith")
+    unk_id, unk_score, byte_fallback = borrow(vocab, "unk_id"), borrow(vocab, "unk_score"), \
+        borrow(vocab, "byte_fallback")
     at_starts, at_ends, at_ids, tok_starts, tok_ends, io = \
-        sp.at_starts, sp.at_ends, sp.at_ids, sp.tok_starts, sp.tok_ends, sp.io
-    ud_starts, ud_ends, ud_ids, cm_buf, cm_src = bf.ud_starts, bf.ud_ends, bf.ud_ids, bf.cm_buf, bf.cm_src
-    norm_buf, norm_align, one_start, one_end = bf.norm_buf, bf.norm_align, bf.one_start, bf.one_end
-    best_score, best_start, best_id = lattice.best_score, lattice.best_start, lattice.best_id
-    path_start, path_end = lattice.path_start, lattice.path_end
+        borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids"), borrow(sp, "tok_starts"), \
+        borrow(sp, "tok_ends"), borrow(sp, "io")
+    ud_starts, ud_ends, ud_ids, cm_buf, cm_src = borrow(bf, "ud_starts"), borrow(bf, "ud_ends"), \
+        borrow(bf, "ud_ids"), borrow(bf, "cm_buf"), borrow(bf, "cm_src")
+    norm_buf, norm_align, one_start, one_end = borrow(bf, "norm_buf"), borrow(bf, "norm_align"), \
+        borrow(bf, "one_start"), borrow(bf, "one_end")
+    best_score, best_start, best_id = borrow(lattice, "best_score"), borrow(lattice, "best_start"), \
+        borrow(lattice, "best_id")
+    path_start, path_end = borrow(lattice, "path_start"), borrow(lattice, "path_end")
     cm_cap = cm_buf.shape[0]
     norm_cap = norm_buf.shape[0]
     out_cap = out_ids.shape[0]
@@ -572,17 +591,18 @@ PREPEND_FIRST = 1
 PREPEND_NEVER = 2
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def encode_text_unigram_hf(session, text):
     """:func:`encode_text_unigram_spm` for :func:`encode_docs_unigram_hf`."""
-    sp = session.spans
+    sp = borrow(session, "spans")
     if not _load_text(sp, text):
         return GROW
-    encode_docs_unigram_hf(session, sp.text, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
-    return _text_result(sp.io)
+    encode_docs_unigram_hf(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
+                          borrow(sp, "out"), borrow(sp, "doc_out_end"))
+    return _text_result(borrow(sp, "io"))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end):
     """HF ``tokenizers`` pipeline Precompiled -> [WhitespaceSplit] -> [Metaspace] -> Unigram for
     documents ``first_doc..last_doc-1``; the same protocol as :func:`encode_docs_unigram_spm`, with
@@ -596,23 +616,33 @@ def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_d
     ``bufs.norm_*`` (the Metaspace output), ``spans.piece_*``, the lattice, ``spans.tok_*``
     len(rep) * (2 * charsmap output + 2).
     """
-    pipe, sp, bf, lattice = session.pipe, session.spans, session.bufs, session.lattice
-    at, cm, vocab = pipe.raw, pipe.charsmap, pipe.vocab
-    at_first, at_child_start, at_child_count = at.first_byte, at.child_start, at.child_count
-    at_edge_byte, at_edge_target, at_token = at.edge_byte, at.edge_target, at.node_token
-    has_charsmap, cm_units, cm_strings, cm_props, cm_max_rep = cm.present, cm.units, cm.strings, cm.props, cm.max_step
-    ws_split, char_flags, has_metaspace, rep = pipe.ws_split, pipe.char_flags, pipe.has_metaspace, pipe.rep
-    prepend_scheme, meta_split = pipe.prepend_scheme, pipe.meta_split
-    da, scores, id_flags, byte_ids, arith = vocab.da, vocab.scores, vocab.id_flags, vocab.byte_ids, vocab.arith
-    unk_id, unk_score, byte_fallback = vocab.unk_id, vocab.unk_score, vocab.byte_fallback
+    pipe, sp, bf, lattice = borrow(session, "pipe"), borrow(session, "spans"), borrow(session, "bufs"), \
+        borrow(session, "lattice")
+    at, cm, vocab = borrow(pipe, "raw"), borrow(pipe, "charsmap"), borrow(pipe, "vocab")
+    at_first, at_child_start, at_child_count = borrow(at, "first_byte"), borrow(at, "child_start"), \
+        borrow(at, "child_count")
+    at_edge_byte, at_edge_target, at_token = borrow(at, "edge_byte"), borrow(at, "edge_target"), \
+        borrow(at, "node_token")
+    has_charsmap, cm_units, cm_strings, cm_props, cm_max_rep = borrow(cm, "present"), borrow(cm, "units"), \
+        borrow(cm, "strings"), borrow(cm, "props"), borrow(cm, "max_step")
+    ws_split, char_flags, has_metaspace, rep = borrow(pipe, "ws_split"), borrow(pipe, "char_flags"), \
+        borrow(pipe, "has_metaspace"), borrow(pipe, "rep")
+    prepend_scheme, meta_split = borrow(pipe, "prepend_scheme"), borrow(pipe, "meta_split")
+    da, scores, id_flags, byte_ids, arith = borrow(vocab, "da"), borrow(vocab, "scores"), borrow(vocab, "id_flags"), \
+        borrow(vocab, "byte_ids"), borrow(vocab, "arith")
+    unk_id, unk_score, byte_fallback = borrow(vocab, "unk_id"), borrow(vocab, "unk_score"), \
+        borrow(vocab, "byte_fallback")
     at_starts, at_ends, at_ids, tok_starts, tok_ends, io = \
-        sp.at_starts, sp.at_ends, sp.at_ids, sp.tok_starts, sp.tok_ends, sp.io
-    piece_starts, piece_ends = sp.piece_starts, sp.piece_ends
-    cm_buf, cm_src, ms_buf, ms_align = bf.cm_buf, bf.cm_src, bf.norm_buf, bf.norm_align
-    word_starts, word_ends, prepend = bf.word_starts, bf.word_ends, bf.prepend
-    one_start, one_end = bf.one_start, bf.one_end
-    best_score, best_start, best_id = lattice.best_score, lattice.best_start, lattice.best_id
-    path_start, path_end = lattice.path_start, lattice.path_end
+        borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids"), borrow(sp, "tok_starts"), \
+        borrow(sp, "tok_ends"), borrow(sp, "io")
+    piece_starts, piece_ends = borrow(sp, "piece_starts"), borrow(sp, "piece_ends")
+    cm_buf, cm_src, ms_buf, ms_align = borrow(bf, "cm_buf"), borrow(bf, "cm_src"), borrow(bf, "norm_buf"), \
+        borrow(bf, "norm_align")
+    word_starts, word_ends, prepend = borrow(bf, "word_starts"), borrow(bf, "word_ends"), borrow(bf, "prepend")
+    one_start, one_end = borrow(bf, "one_start"), borrow(bf, "one_end")
+    best_score, best_start, best_id = borrow(lattice, "best_score"), borrow(lattice, "best_start"), \
+        borrow(lattice, "best_id")
+    path_start, path_end = borrow(lattice, "path_start"), borrow(lattice, "path_end")
     cm_cap = cm_buf.shape[0]
     ms_cap = ms_buf.shape[0]
     out_cap = out_ids.shape[0]

@@ -106,12 +106,14 @@ def _emit_final(cp, src, flags, low_keys, low_off, low_data, opts, out, out_alig
     return _encode(cp, src, out, out_align, n)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def bert_normalize(buf, n_in, flags, tables, opts, run, out, out_align):
     """HF ``BertNormalizer``: clean_text, handle_chinese_chars, strip_accents, lowercase, in that order.
 
     ``tables`` = (dec_keys, dec_off, dec_data, low_keys, low_off, low_data, ccc_keys, ccc_vals);
-    ``run`` = (run_cp, run_src, run_ccc).
+    ``run`` = (run_cp, run_src, run_ccc); the last ``MAX_LOCAL`` entries of ``run_cp`` hold the code
+    points of the character being mapped (so nothing is allocated: the kernel runs without reference
+    counting, as the fused WordPiece kernel that calls it does).
 
     Every step of HF's normalizer is a per-character map except NFD's canonical reordering, so one
     pass maps each character (drop controls, whitespace -> ' ', ' ' c ' ' around CJK ideographs,
@@ -122,7 +124,7 @@ def bert_normalize(buf, n_in, flags, tables, opts, run, out, out_align):
 
     O(n) (runs are sorted by insertion: O(r^2) for a run of r marks). ``out`` must hold the worst
     expansion (the caller computes it from the tables). Returns the output length, or -1 when a
-    combining run is longer than ``run_cp`` (the caller retries with a larger buffer).
+    combining run is longer than ``run_cp`` less ``MAX_LOCAL`` (the caller retries with a larger buffer).
     """
     dec_keys, dec_off, dec_data, low_keys, low_off, low_data, ccc_keys, ccc_vals = tables
     run_cp, run_src, run_ccc = run
@@ -130,8 +132,10 @@ def bert_normalize(buf, n_in, flags, tables, opts, run, out, out_align):
     cjk = (opts & OPT_CJK) != 0
     strip = (opts & OPT_STRIP) != 0
     lower = (opts & OPT_LOWER) != 0
-    cap_run = run_cp.shape[0]
-    local = np.empty(MAX_LOCAL, np.int64)
+    cap_run = run_cp.shape[0] - MAX_LOCAL
+    if cap_run < 0:
+        return -1
+    local = run_cp[cap_run:]
     n = 0
     run = 0
     i = 0

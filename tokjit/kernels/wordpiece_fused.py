@@ -16,8 +16,9 @@ from __future__ import annotations
 from numba import njit, types
 from numba.experimental import structref
 
-from tokjit.kernels.added_tokens import find_added_tokens
+from tokjit.kernels.added_tokens import find_added_tokens, trie_arrays
 from tokjit.kernels import structs
+from tokjit.kernels.structs import borrow
 from tokjit.kernels.fused import FALLBACK, GROW, load_single_text
 from tokjit.kernels.lookup import lookup_bytes
 from tokjit.kernels.wordpiece import bert_normalize, bert_pre_tokenize, wordpiece_encode
@@ -142,22 +143,25 @@ def make_wordpiece_session(pipe, spans, bufs):
     return s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def encode_text_wordpiece(session, text):
     """One text (``bytes``) through :func:`encode_docs_wordpiece`; returns the number of ids in
     ``spans.out``, GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small, or
     FALLBACK when the text needs the staged path (its error, or a huge combining run). The
     single-text entry point: two arguments to unbox, no allocation."""
-    sp = session.spans
-    if not load_single_text(sp, text, 2 * session.pipe.normalizer.expansion * len(text) + 2):
+    sp = borrow(session, "spans")
+    expansion = borrow(borrow(borrow(session, "pipe"), "normalizer"), "expansion")
+    if not load_single_text(sp, text, 2 * expansion * len(text) + 2):
         return GROW
-    encode_docs_wordpiece(session, sp.text, sp.doc_starts, sp.doc_ends, 0, 1, sp.out, sp.doc_out_end)
-    if sp.io[1] != STATUS_OK:
+    encode_docs_wordpiece(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
+                          borrow(sp, "out"), borrow(sp, "doc_out_end"))
+    if borrow(sp, "io")[1] != STATUS_OK:
         return FALLBACK
-    return sp.io[0]
+    return borrow(sp, "io")[0]
 
 
-@njit(cache=True, nogil=True)
+# Compiled without reference counting (fields read with ``borrow``; see kernels.structs)
+@njit(cache=True, nogil=True, _nrt=False)
 def encode_docs_wordpiece(session, buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end):
     """Encode documents ``first_doc..last_doc-1``; returns the index of the first document not
     finished (``last_doc`` when all are done) and sets the status in ``spans.io[1]``:
@@ -181,23 +185,29 @@ def encode_docs_wordpiece(session, buf, doc_starts, doc_ends, first_doc, last_do
     ids in ``out_ids`` (a word yields at most one id per normalized byte, plus llama.cpp's empty first
     token).
     """
-    pipe, sp, bf = session.pipe, session.spans, session.bufs
-    at, nt, t, v = pipe.raw, pipe.norm, pipe.normalizer, pipe.vocab
-    at_first, at_child_start, at_child_count = at.first_byte, at.child_start, at.child_count
-    at_edge_byte, at_edge_target, at_token = at.edge_byte, at.edge_target, at.node_token
-    nt_first, nt_child_start, nt_child_count = nt.first_byte, nt.child_start, nt.child_count
-    nt_edge_byte, nt_edge_target, nt_token = nt.edge_byte, nt.edge_target, nt.node_token
-    flags, dec_keys, dec_off, dec_data = t.flags, t.dec_keys, t.dec_off, t.dec_data
-    low_keys, low_off, low_data, ccc_keys, ccc_vals = t.low_keys, t.low_off, t.low_data, t.ccc_keys, t.ccc_vals
-    norm_opts, expansion, isolate_punct = t.opts, t.expansion, pipe.isolate_punct
-    edges, word_row, word_node, word_node_token = v.edges, v.word_row, v.word_node, v.word_node_token
-    cont_row, cont_node, unk_id, max_chars, whole_words = v.cont_row, v.cont_node, v.unk_id, v.max_chars, v.whole_words
-    tok_blob, tok_offsets, tok_table, max_token_len = v.blob, v.offsets, v.table, v.max_token_len
-    at_starts, at_ends, at_ids, tok_starts, tok_ends = sp.at_starts, sp.at_ends, sp.at_ids, sp.tok_starts, sp.tok_ends
-    piece_starts, piece_ends, io = sp.piece_starts, sp.piece_ends, sp.io
-    nt_starts, nt_ends, nt_ids = bf.nt_starts, bf.nt_ends, bf.nt_ids
-    run_cp, run_src, run_ccc, norm_buf, norm_align = bf.run_cp, bf.run_src, bf.run_ccc, bf.norm_buf, bf.norm_align
-    one_start, one_end = bf.one_start, bf.one_end
+    pipe, sp, bf = borrow(session, "pipe"), borrow(session, "spans"), borrow(session, "bufs")
+    t, v = borrow(pipe, "normalizer"), borrow(pipe, "vocab")
+    at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token = \
+        trie_arrays(borrow(pipe, "raw"))
+    nt_first, nt_child_start, nt_child_count, nt_edge_byte, nt_edge_target, nt_token = \
+        trie_arrays(borrow(pipe, "norm"))
+    flags, dec_keys, dec_off, dec_data = borrow(t, "flags"), borrow(t, "dec_keys"), borrow(t, "dec_off"), \
+        borrow(t, "dec_data")
+    low_keys, low_off, low_data = borrow(t, "low_keys"), borrow(t, "low_off"), borrow(t, "low_data")
+    ccc_keys, ccc_vals = borrow(t, "ccc_keys"), borrow(t, "ccc_vals")
+    norm_opts, expansion, isolate_punct = borrow(t, "opts"), borrow(t, "expansion"), borrow(pipe, "isolate_punct")
+    edges, word_row, word_node = borrow(v, "edges"), borrow(v, "word_row"), borrow(v, "word_node")
+    word_node_token, cont_row, cont_node = borrow(v, "word_node_token"), borrow(v, "cont_row"), borrow(v, "cont_node")
+    unk_id, max_chars, whole_words = borrow(v, "unk_id"), borrow(v, "max_chars"), borrow(v, "whole_words")
+    tok_blob, tok_offsets, tok_table = borrow(v, "blob"), borrow(v, "offsets"), borrow(v, "table")
+    max_token_len = borrow(v, "max_token_len")
+    at_starts, at_ends, at_ids = borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids")
+    tok_starts, tok_ends = borrow(sp, "tok_starts"), borrow(sp, "tok_ends")
+    piece_starts, piece_ends, io = borrow(sp, "piece_starts"), borrow(sp, "piece_ends"), borrow(sp, "io")
+    nt_starts, nt_ends, nt_ids = borrow(bf, "nt_starts"), borrow(bf, "nt_ends"), borrow(bf, "nt_ids")
+    run_cp, run_src, run_ccc = borrow(bf, "run_cp"), borrow(bf, "run_src"), borrow(bf, "run_ccc")
+    norm_buf, norm_align = borrow(bf, "norm_buf"), borrow(bf, "norm_align")
+    one_start, one_end = borrow(bf, "one_start"), borrow(bf, "one_end")
     io[1] = STATUS_OK
     n_out = io[0]
     cap = out_ids.shape[0]

@@ -106,7 +106,7 @@ class BertNormalizer:
         t = self.tables
         n = buf.shape[0]
         buf = np.ascontiguousarray(buf, dtype=np.uint8)
-        run_cap = 64
+        run_cap = 64 + K.MAX_LOCAL
         while True:
             out = np.empty(t.expansion * n + 8, np.uint8)
             out_align = np.empty(out.shape[0] + 1, np.int64)
@@ -118,7 +118,7 @@ class BertNormalizer:
                                  out, out_align)
             if m >= 0:
                 break
-            run_cap = 4 * n + 16  # a run of combining marks longer than 64: size for the worst case
+            run_cap = 4 * n + 16 + K.MAX_LOCAL  # a run of combining marks longer than 64: the worst case
         out_align = out_align[:m + 1]
         if align is not None:
             out_align = align[out_align]
