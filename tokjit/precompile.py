@@ -38,7 +38,8 @@ def _added(i: int, content: str, special: bool = True) -> dict:
 def _byte_level_bpe(normalizer=None) -> dict:
     chars = _gpt2_byte_chars()
     vocab = {c: i for i, c in enumerate(chars)}
-    merges = [("h", "e"), ("l", "l"), ("he", "ll"), ("Ġ", "w"), ("o", "r")]
+    # "Ã©" is é: a character BPE forms whole, so loading compiles the atom kernels (kernels.atoms)
+    merges = [("h", "e"), ("l", "l"), ("he", "ll"), ("Ġ", "w"), ("o", "r"), ("Ã", "©")]
     for a, b in merges:
         vocab[a + b] = len(vocab)
     n = len(vocab)
@@ -49,7 +50,7 @@ def _byte_level_bpe(normalizer=None) -> dict:
             "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
             "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
                       "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                      "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
+                      "ignore_merges": True, "vocab": vocab, "merges": [f"{a} {b}" for a, b in merges]}}
 
 
 def _sentencepiece_bpe_json() -> dict:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tokjit.kernels.atoms import atom_at
 from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_slot
 from tokjit.kernels.structs import borrow
 
@@ -28,6 +29,7 @@ FLAG_FUSE_UNK = 16  # consecutive unknown symbols give one unknown token
 FLAG_RESEGMENT_UNUSED = 32  # merged UNUSED pieces are split back into their parts (sentencepiece)
 
 FLAG_SPLIT_SPACE_SYMBOL = 64  # cut pieces before U+2581 where no token could merge across the cut
+FLAG_ATOMS = 128  # byte-level: characters BPE always forms whole start as one symbol (kernels.atoms)
 
 TOKEN_UNUSED = 1  # bit in ``token_flags``
 
@@ -226,7 +228,7 @@ def vocab_tables(vocab):
     """The arrays of a BPE_VOCAB in the order :func:`bpe_core` reads them."""
     return (borrow(vocab, "blob"), borrow(vocab, "offsets"), borrow(vocab, "table"), borrow(vocab, "byte_ids"),
             borrow(vocab, "merge_rank"), borrow(vocab, "pair_slots"), borrow(vocab, "token_flags"),
-            borrow(vocab, "unsafe_prev"))
+            borrow(vocab, "unsafe_prev"), borrow(vocab, "atom_ids"), borrow(vocab, "edge_bits"))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -251,7 +253,8 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
              out_ends):
     """:func:`bpe_encode` over tuples of arrays (``vocab_tables``, (flags, unk_id, max_len),
     ``scratch_tables``)."""
-    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank, pair_slots, token_flags, unsafe_prev = tables
+    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank, pair_slots, token_flags, unsafe_prev, atom_ids, \
+        edge_bits = tables
     flags, unk_id, max_token_len = scalars
     ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap, stack, rev_left, touched, pair_cache = work
     byte_symbols = (flags & FLAG_BYTE_SYMBOLS) != 0
@@ -261,6 +264,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
     fuse_unk = (flags & FLAG_FUSE_UNK) != 0
     resegment = (flags & FLAG_RESEGMENT_UNUSED) != 0
     split_space = (flags & FLAG_SPLIT_SPACE_SYMBOL) != 0
+    atoms = (flags & FLAG_ATOMS) != 0
     n_touched = 0
     n_out = 0
     p = first_piece - 1
@@ -296,6 +300,11 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
             if byte_symbols:
                 step = 1
                 sid = byte_ids[buf[i]]
+                if atoms and buf[i] >= 0xC2:
+                    tid, n_bytes = atom_at(buf, i, ps, pe, atom_ids, edge_bits)
+                    if tid >= 0:
+                        step = n_bytes
+                        sid = tid
             else:
                 step = _utf8_len(buf[i])
                 if i + step > pe:

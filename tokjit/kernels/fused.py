@@ -14,7 +14,9 @@ from tokjit.kernels.added_tokens import find_added_tokens, trie_arrays
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
-from tokjit.kernels.bpe import bpe_core, scratch_tables, vocab_scalars, vocab_tables
+from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable
+from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, scratch_tables, vocab_scalars, vocab_tables
+from tokjit.kernels.lookup import lookup_bytes
 from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_put
 from tokjit.kernels.structs import borrow
 
@@ -93,22 +95,35 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
          borrow(sp, "match_ends"), borrow(sp, "piece_starts"), borrow(sp, "piece_ends"), borrow(sp, "rx_stack"),
          borrow(sp, "rx_params"), borrow(sp, "tok_starts"), borrow(sp, "tok_ends"), borrow(sp, "io")),
         (borrow(c, "rows"), borrow(c, "byte_pool"), borrow(c, "id_pool"), borrow(c, "fill")),
+        (borrow(v, "pair_bits"), borrow(v, "unreachable_bits")),
         buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end)
 
 
 # The loops run without numba's reference counting (structures are unpacked into tuples of arrays by
 # the caller, which keeps them alive; nothing is allocated): with counting on, each inlined helper that
 # takes an array paid an atomic incref/decref per piece.
-@njit(cache=True, nogil=True, _nrt=False)
-def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans, cache, buf, doc_starts, doc_ends,
-                   first_doc, last_doc, out_ids, doc_out_end):
-    """:func:`encode_docs_bpe` over tuples of arrays (see there for the tuples' order)."""
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
+def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans, cache, cut_bits, buf, doc_starts,
+                   doc_ends, first_doc, last_doc, out_ids, doc_out_end):
+    """:func:`encode_docs_bpe` over tuples of arrays (see there for the tuples' order).
+
+    A piece the cache does not know is cut where runs of atoms may be cut (:mod:`tokjit.kernels.atoms`;
+    a Han run becomes segments of a few characters), and each segment goes through the cache and BPE
+    on its own; the piece as a whole is remembered too."""
     at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token = trie
     rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff, rx_ranges, rx_gc, rx_roles = regex
     n_memo, behavior, invert, shape, shape_flags, max_digits = regex_scalars
     at_starts, at_ends, at_ids, match_starts, match_ends, piece_starts, piece_ends, rx_stack, rx_params, \
         tok_starts, tok_ends, io = spans
     cache_rows, cache_bytes, cache_ids, cache_fill = cache
+    flags, unk_id, max_len = vocab_scalars
+    atom_ids, edge_bits = vocab[8], vocab[9]
+    pair_bits = cut_bits[0]
+    segmenting = (flags & FLAG_ATOMS) != 0
+    whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
+    # a segment is never looked up whole: "the piece is a token" is a rule about the whole piece
+    segment_scalars = (flags & ~FLAG_WHOLE_PIECE_FIRST, unk_id, max_len)
+    tok_blob, tok_offsets, tok_table = vocab[0], vocab[1], vocab[2]
     rx_params[0] = 0
     rx_params[2] = n_memo
     io[1] = STATUS_OK
@@ -153,6 +168,18 @@ def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans
                         if row >= 0:
                             n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
                             continue
+                    if segmenting and pe - ps > 3 and (buf[ps] >= 0xC2 or buf[ps + 1] >= 0xC2):
+                        se = atom_segment_end(buf, ps, pe, atom_ids, edge_bits, pair_bits)
+                        if se < pe and not (whole_first and pe - ps <= max_len
+                                            and lookup_bytes(buf, ps, pe, tok_blob, tok_offsets, tok_table) >= 0):
+                            n_ids = _encode_segments(vocab, segment_scalars, work, cache, cut_bits, buf, ps, se, pe,
+                                                     piece_starts, piece_ends, n_p, out_ids, n_out, tok_starts,
+                                                     tok_ends)
+                            if cacheable:
+                                cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids, n_out,
+                                          n_ids)
+                            n_out += n_ids
+                            continue
                     n_ids = bpe_core(vocab, vocab_scalars, work, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
                                      tok_starts, tok_ends)
                     if cacheable:
@@ -165,3 +192,36 @@ def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans
         doc_out_end[d] = n_out
     io[0] = n_out
     return last_doc
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _encode_segments(vocab, segment_scalars, work, cache, cut_bits, buf, ps, first_end, pe, piece_starts, piece_ends,
+                     spare, out_ids, at, tok_starts, tok_ends):
+    """Ids of piece ``buf[ps:pe]`` cut into segments (the first ends at ``first_end``), each from the
+    cache or BPE, written from ``out_ids[at]``; returns their number. ``piece_starts[spare]`` /
+    ``piece_ends[spare]`` (unused entries) carry a segment to :func:`bpe_core`. A segment that may
+    be a token BPE cannot build stays out of the cache (``cut_bits[1]``, see
+    :func:`~tokjit.kernels.atoms.mark_unreachable`)."""
+    cache_rows, cache_bytes, cache_ids, cache_fill = cache
+    atom_ids, edge_bits = vocab[8], vocab[9]
+    pair_bits, unreachable_bits = cut_bits
+    n = 0
+    s = ps
+    e = first_end
+    while s < pe:
+        cacheable = e - s <= MAX_PIECE and not maybe_unreachable(unreachable_bits, buf, s, e)
+        row = cache_find(cache_rows, cache_bytes, buf, s, e) if cacheable else -1
+        if row >= 0:
+            n += cache_emit(cache_rows, cache_ids, row, out_ids, at + n)
+        else:
+            piece_starts[spare] = s
+            piece_ends[spare] = e
+            k = bpe_core(vocab, segment_scalars, work, buf, piece_starts, piece_ends, spare, 1, out_ids[at + n:],
+                         tok_starts, tok_ends)
+            if cacheable:
+                cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, s, e, out_ids, at + n, k)
+            n += k
+        s = e
+        if s < pe:
+            e = atom_segment_end(buf, s, pe, atom_ids, edge_bits, pair_bits)
+    return n

@@ -27,6 +27,7 @@ from numba.extending import intrinsic
 _I64 = types.int64[::1]
 _I32 = types.int32[::1]
 _U8 = types.uint8[::1]
+_U64 = types.uint64[::1]
 _BOOL = types.bool_[::1]
 
 
@@ -160,7 +161,8 @@ def make_regex(program, behavior: int, invert: bool, known=None) -> Regex:
 BPEVocabType, BPEVocab, BPE_VOCAB = _declare("BPEVocab", [
     ("blob", _U8), ("offsets", _I64), ("table", _I32), ("byte_ids", _I32), ("merge_rank", _I64),
     ("pair_slots", _I64), ("flags", types.int64), ("unk_id", types.int64), ("max_len", types.int64),
-    ("token_flags", _U8), ("unsafe_prev", _I64),
+    ("token_flags", _U8), ("unsafe_prev", _I64), ("atom_ids", _I32), ("edge_bits", _U64), ("pair_bits", _U64),
+    ("unreachable_bits", _U64),
 ])
 
 
@@ -180,6 +182,10 @@ def _new_bpe_vocab(fields):
     s.max_len = fields[8]
     s.token_flags = fields[9]
     s.unsafe_prev = fields[10]
+    s.atom_ids = fields[11]
+    s.edge_bits = fields[12]
+    s.pair_bits = fields[13]
+    s.unreachable_bits = fields[14]
     return s
 
 
@@ -188,7 +194,9 @@ def make_bpe_vocab(model) -> BPEVocab:
     return _new_bpe_vocab((_arr(v.blob, np.uint8), _arr(v.offsets, np.int64), _arr(v.table, np.int32),
                            _arr(m.byte_ids, np.int32), _arr(m.merge_rank, np.int64), _arr(m.pairs.slots, np.int64),
                            np.int64(m.flags), np.int64(m.unk_id), np.int64(m.max_len),
-                           _arr(m.token_flags, np.uint8), _arr(m.unsafe_prev, np.int64)))
+                           _arr(m.token_flags, np.uint8), _arr(m.unsafe_prev, np.int64),
+                           _arr(m.atom_ids, np.int32), _arr(m.edge_bits, np.uint64), _arr(m.pair_bits, np.uint64),
+                           _arr(m.unreachable_bits, np.uint64)))
 
 
 # -------------------------------------------------------------------------------------------------

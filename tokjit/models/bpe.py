@@ -14,6 +14,7 @@ import numpy as np
 
 from tokjit.compile import PairTable, TokenTable, check_ids, split_merge_rows
 from tokjit.errors import ModelFileError, UnsupportedComponentError
+from tokjit.kernels import atoms as atom_kernel
 from tokjit.kernels import bpe as bpe_kernel
 from tokjit.kernels import structs
 from tokjit.spec import TokenizerSpec, TokenType
@@ -173,6 +174,33 @@ class BPEModel:
         if flags & bpe_kernel.FLAG_BYTE_FALLBACK and unk is not None:
             self.byte_ids[self.byte_ids < 0] = unk  # a byte without a <0xXX> token is unknown
         self.max_len = np.int64(max(self.vocab.max_len, 1))
+        self._find_atoms(spec)
+
+    def _find_atoms(self, spec: TokenizerSpec) -> None:
+        """Characters that may start as one symbol, and where their runs may be cut
+        (:mod:`tokjit.kernels.atoms`): byte-level BPE merging by id pairs only."""
+        self.atom_ids = np.full(1, -1, np.int32)
+        self.edge_bits = np.zeros(1, np.uint64)
+        self.pair_bits = np.zeros(1, np.uint64)
+        self.unreachable_bits = np.zeros(atom_kernel.UNREACHABLE_BITS // 64, np.uint64)  # read with any atoms
+        flags = int(self.flags)
+        if not flags & bpe_kernel.FLAG_BYTE_SYMBOLS or flags & bpe_kernel.FLAG_RANK_BY_BYTES \
+                or (self.byte_ids < 0).any() or self.pairs.slots.shape[0] < 2:
+            return
+        atom_ids = np.full(atom_kernel.ATOM_CODE_POINTS, -1, np.int32)
+        edge_bits = np.zeros(atom_kernel.EDGE_BITS // 64, np.uint64)
+        pair_bits = np.zeros((1 << atom_kernel.PAIR_BITS_LOG2) // 64, np.uint64)
+        include = model_mask(spec).astype(np.bool_)
+        n = atom_kernel.find_atoms(self.vocab.blob, self.vocab.offsets, include, self.byte_ids, self.pairs.slots,
+                                   atom_ids, edge_bits, pair_bits)
+        if not n:
+            return
+        self.atom_ids, self.edge_bits, self.pair_bits = atom_ids, edge_bits, pair_bits
+        flags |= bpe_kernel.FLAG_ATOMS
+        if flags & bpe_kernel.FLAG_WHOLE_PIECE_FIRST:
+            atom_kernel.mark_unreachable(self.vocab.blob, self.vocab.offsets, include, self.byte_ids, self.pairs.slots,
+                                         np.empty(int(self.max_len) + 1, np.int64), self.unreachable_bits)
+        self.flags = np.int64(flags)
 
     def _merged_ids(self, spec: TokenizerSpec, merges: np.ndarray) -> np.ndarray:
         merged = np.full(len(merges), -1, dtype=np.int32)

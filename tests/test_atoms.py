@@ -1,0 +1,140 @@
+"""Atoms and cuts (tokjit/kernels/atoms.py) against the references, on text built to break them.
+
+Byte-level BPE starts a character that BPE always forms whole as one symbol, and cuts runs of such
+characters where no token joins them. The corpora pass through it in test_bpe_parity; here the text
+is made of what could make either rule wrong: tokens that begin or end inside a character, glued to
+each other and to CJK characters (so the straddling tokens the rules must see really occur), and
+tokens BPE cannot build from their own bytes (llama3), which under ``ignore_merges`` are themselves
+as a whole piece but not as part of a longer one. Ids come from tiktoken and HF ``tokenizers``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import tokjit
+from conftest import shared_path
+from test_bpe_parity import first_mismatch, reference_tiktoken
+from tokjit.kernels import atoms
+from tokjit.kernels.bpe import FLAG_ATOMS
+
+tokenizers = pytest.importorskip("tokenizers")
+
+HF = {"llama3": "hf/llama3/tokenizer.json", "gpt4o": "hf/gpt4o/tokenizer.json"}
+TIKTOKEN = ["o200k_base", "cl100k_base"]
+
+
+def _load(name):
+    if name in HF:
+        path = shared_path("data", *HF[name].split("/"))
+        if not path.exists():
+            pytest.skip(f"{path} not in the shared data")
+        ref = tokenizers.Tokenizer.from_file(str(path))
+        ref.no_truncation()
+        ref.no_padding()
+        return tokjit.load(path), lambda texts: [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    ref = reference_tiktoken(name)
+    return tokjit.get_encoding(name), ref.encode_ordinary_batch
+
+
+def _token_bytes(model):
+    v = model.vocab
+    return [v.blob[v.offsets[i]:v.offsets[i + 1]].tobytes() for i in range(v.offsets.shape[0] - 1)]
+
+
+def _is_fragment(b: bytes) -> bool:
+    """Starts with a continuation byte or ends inside a character."""
+    if not b:
+        return False
+    if b[0] & 0xC0 == 0x80:
+        return True
+    try:
+        b.decode("utf-8")
+        return False
+    except UnicodeDecodeError:
+        return True
+
+
+def _adversarial_texts(model, seed: int, n: int) -> list[str]:
+    tokens = _token_bytes(model)
+    fragments = [b for b in tokens if _is_fragment(b)]
+    chars = [b for b in tokens if len(b) in (2, 3) and not _is_fragment(b) and len(b.decode()) == 1]
+    cjk = [b for b in chars if len(b) == 3]
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(1, 12)):
+            r = rng.random()
+            if r < 0.35:
+                parts.append(rng.choice(fragments))
+            elif r < 0.8:
+                parts.append(rng.choice(cjk))
+            elif r < 0.9:
+                parts.append(rng.choice(chars))
+            else:
+                parts.append(rng.choice([b" ", b"a", b"\n", b"1", b"."]))
+        # glued fragments complete each other into characters: the straddling tokens occur in the text
+        texts.append(b"".join(parts).decode("utf-8", errors="ignore"))
+    return texts
+
+
+@pytest.mark.parametrize("name", TIKTOKEN + list(HF))
+def test_atoms_apply_and_match_the_reference_on_straddling_text(name):
+    tok, reference = _load(name)
+    assert int(tok.model.flags) & FLAG_ATOMS, f"{name}: no atoms found"
+    texts = _adversarial_texts(tok.model, seed=7, n=4000)
+    want = reference(texts)
+    assert (m := first_mismatch(texts, tok.encode_batch(texts, num_threads=1), want)) is None, m
+    assert (m := first_mismatch(texts[:800], [tok.encode(t) for t in texts[:800]], want[:800])) is None, m
+    # the staged pipeline (no cuts, atoms in its BPE) too
+    staged = [tok._encode_staged(np.frombuffer(t.encode(), np.uint8), False, want_spans=False)[0].tolist()
+              for t in texts[:400]]
+    assert (m := first_mismatch(texts[:400], staged, want[:400])) is None, m
+    # a second pass reads what the first left in the piece cache
+    assert (m := first_mismatch(texts, tok.encode_batch(texts, num_threads=1), want)) is None, m
+
+
+def test_tokens_bpe_cannot_build_as_pieces_and_as_segments():
+    tok, reference = _load("llama3")
+    model = tok.model
+    assert model.unreachable_bits.any(), "llama3 has tokens BPE cannot build; the set must hold them"
+    tokens = _token_bytes(model)
+    sym = np.empty(int(model.max_len) + 1, np.int64)
+    unreachable = []
+    for tid, b in enumerate(tokens[:128000]):
+        if len(b) < 2:
+            continue
+        m, _ = atoms.bpe_of_bytes(model.vocab.blob, model.vocab.offsets[tid], model.vocab.offsets[tid + 1],
+                                  model.byte_ids, model.pairs.slots, sym)
+        if m != 1 or sym[0] != tid:
+            try:
+                unreachable.append(b.decode("utf-8"))
+            except UnicodeDecodeError:
+                pass
+    assert len(unreachable) > 100
+    rng = random.Random(3)
+    han = [chr(c) for c in range(0x4E00, 0x4E00 + 2000)]
+    texts = []
+    for u in unreachable:
+        texts.append(u)  # the whole piece: the token itself
+        texts.append(rng.choice(han) + u.strip() + rng.choice(han))  # inside a longer run
+        texts.append(u.strip() + rng.choice(han) + rng.choice(han) + u.strip())
+    want = reference(texts)
+    for _ in range(2):  # the second pass hits what the first cached, whole pieces and segments alike
+        assert (m := first_mismatch(texts, tok.encode_batch(texts, num_threads=1), want)) is None, m
+        assert (m := first_mismatch(texts, [tok.encode(t) for t in texts], want)) is None, m
+
+
+def test_cuts_split_han_runs_into_short_segments():
+    """The cut rule is not vacuous on real text: a Han run of the Chinese corpus becomes segments of a
+    few characters (the piece cache then sees repeating segments instead of unique runs)."""
+    tok, _ = _load("o200k_base")
+    model = tok.model
+    text = shared_path("corpus", "multilingual", "chinese.txt").read_text(encoding="utf-8")[:50000]
+    buf = np.frombuffer(text.encode("utf-8"), np.uint8)
+    n_segments = atoms.count_segments(buf, model.atom_ids, model.edge_bits, model.pair_bits)
+    assert buf.shape[0] / n_segments < 16
