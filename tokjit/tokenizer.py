@@ -105,6 +105,12 @@ class Tokenizer(TransformersMixin):
         self._pieces_decoder = False  # built on first decode (decoders.pieces_decoder_for)
         self._fused = fused_path_for(self)
         self._encode_list = self._fused.encode_list if self._fused is not None else None
+        if self._fused is not None:
+            # one function per call instead of encode -> encode_list (the class's encode stays the
+            # general path: Tokenizer.encode(tok, ...), metrics, subclasses)
+            fast = self._fused.make_encode(type(self).encode.__get__(self), self.post_process, _metrics)
+            if fast is not None:
+                self.encode = fast
 
     def _normalize_text(self, text: str) -> str:
         buf, _ = self.normalizer(np.frombuffer(text.encode("utf-8"), np.uint8), None)

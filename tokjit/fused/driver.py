@@ -62,6 +62,41 @@ class FusedPath:
             n = entry(st.sessions[parse_special], data)
         return st.out_view[:n].tolist()
 
+    def make_encode(self, general, post_process, metrics):
+        """The tokenizer's ``encode`` as one function over this path (``encode_list`` inlined: a Python
+        frame and a few attribute reads less per call, ~8% of ``encode("Hi")``), or None when the
+        family overrides ``encode_list``. ``general`` is the tokenizer's own ``encode`` (taken while
+        ``metrics.ACTIVE`` is set, so every call is counted)."""
+        if type(self).encode_list is not FusedPath.encode_list or "encode_list" in self.__dict__:
+            return None
+        path, local = self, self._local
+
+        def encode(text: str, *, add_special_tokens: bool = False, parse_special: bool = False) -> list[int]:
+            if metrics.ACTIVE is not None:
+                return general(text, add_special_tokens=add_special_tokens, parse_special=parse_special)
+            try:
+                data = text.encode()
+            except (UnicodeEncodeError, AttributeError):
+                data = utf8_bytes(text)
+            try:
+                st = local.st
+            except AttributeError:
+                st = path._thread()
+            entry = path._entry
+            if entry is None:
+                entry = path._entry = kernel_entry(path.text_kernel, st.sessions[0], data)
+            n = entry(st.sessions[parse_special], data)
+            while n < 0:
+                st = path._recover(n, st, data, parse_special)
+                if type(st) is list:
+                    return post_process(st) if add_special_tokens else st
+                n = entry(st.sessions[parse_special], data)
+            out = st.out_view[:n].tolist()
+            return post_process(out) if add_special_tokens else out
+
+        encode.__doc__ = general.__doc__
+        return encode
+
     def _recover(self, code: int, st, data: bytes, parse_special: bool):
         """After a negative ``text_kernel`` result: the thread state to retry with, or the ids (a list)."""
         if code == fused.GROW:
