@@ -178,7 +178,8 @@ class BPEModel:
 
     def _find_atoms(self, spec: TokenizerSpec) -> None:
         """Characters that may start as one symbol, and where their runs may be cut
-        (:mod:`tokjit.kernels.atoms`): byte-level BPE merging by id pairs only."""
+        (:mod:`tokjit.kernels.atoms`): byte-level BPE merging by id pairs only. Also drops the
+        whole-piece rule where it changes nothing."""
         self.atom_ids = np.full(1, -1, np.int32)
         self.edge_bits = np.zeros(1, np.uint64)
         self.pair_bits = np.zeros(1, np.uint64)
@@ -187,20 +188,21 @@ class BPEModel:
         if not flags & bpe_kernel.FLAG_BYTE_SYMBOLS or flags & bpe_kernel.FLAG_RANK_BY_BYTES \
                 or (self.byte_ids < 0).any() or self.pairs.slots.shape[0] < 2:
             return
+        include = model_mask(spec).astype(np.bool_)
+        if flags & bpe_kernel.FLAG_WHOLE_PIECE_FIRST and not atom_kernel.mark_unreachable(
+                self.vocab.blob, self.vocab.offsets, include, self.byte_ids, self.pairs.slots,
+                np.empty(int(self.max_len) + 1, np.int64), self.unreachable_bits):
+            # BPE builds every token from its bytes (o200k, cl100k): "a piece that is a token is that
+            # token" says nothing BPE does not, and its lookup costs a miss on most pieces it is asked
+            flags &= ~bpe_kernel.FLAG_WHOLE_PIECE_FIRST
+        self.flags = np.int64(flags)
         atom_ids = np.full(atom_kernel.ATOM_CODE_POINTS, -1, np.int32)
         edge_bits = np.zeros(atom_kernel.EDGE_BITS // 64, np.uint64)
         pair_bits = np.zeros((1 << atom_kernel.PAIR_BITS_LOG2) // 64, np.uint64)
-        include = model_mask(spec).astype(np.bool_)
-        n = atom_kernel.find_atoms(self.vocab.blob, self.vocab.offsets, include, self.byte_ids, self.pairs.slots,
-                                   atom_ids, edge_bits, pair_bits)
-        if not n:
-            return
-        self.atom_ids, self.edge_bits, self.pair_bits = atom_ids, edge_bits, pair_bits
-        flags |= bpe_kernel.FLAG_ATOMS
-        if flags & bpe_kernel.FLAG_WHOLE_PIECE_FIRST:
-            atom_kernel.mark_unreachable(self.vocab.blob, self.vocab.offsets, include, self.byte_ids, self.pairs.slots,
-                                         np.empty(int(self.max_len) + 1, np.int64), self.unreachable_bits)
-        self.flags = np.int64(flags)
+        if atom_kernel.find_atoms(self.vocab.blob, self.vocab.offsets, include, self.byte_ids, self.pairs.slots,
+                                  atom_ids, edge_bits, pair_bits):
+            self.atom_ids, self.edge_bits, self.pair_bits = atom_ids, edge_bits, pair_bits
+            self.flags = np.int64(flags | bpe_kernel.FLAG_ATOMS)
 
     def _merged_ids(self, spec: TokenizerSpec, merges: np.ndarray) -> np.ndarray:
         merged = np.full(len(merges), -1, dtype=np.int32)
