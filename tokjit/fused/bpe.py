@@ -98,7 +98,8 @@ class _BPEThread:
         self.spans = structs.make_spans(self)
         ws = Workspace()
         ws.grow(cap + 1)
-        self.cache = cache if cache is not None else structs.make_piece_cache()  # kept when the buffers grow
+        # kept when the buffers grow; a new one starts from the vocabulary's seed
+        self.cache = cache if cache is not None else structs.make_piece_cache(seed=model.piece_cache_seed())
         self.bpe = structs.make_bpe_scratch(ws, ws.rev_left(model.token_flags.shape[0]),
                                             np.zeros(model.touched.shape[0], np.int64), self.cache)
         # indexed by parse_special

@@ -44,23 +44,10 @@ class FusedPath:
     def encode_list(self, text: str, parse_special: bool) -> list[int]:
         """Ids of one text as a list: one kernel call on this thread's buffers, no allocation."""
         try:
-            data = text.encode()
-        except (UnicodeEncodeError, AttributeError):
-            data = utf8_bytes(text)
-        try:
-            st = self._local.st
+            plain = self._plain_encode
         except AttributeError:
-            st = self._thread()
-        entry = self._entry
-        if entry is None:
-            entry = self._entry = kernel_entry(self.text_kernel, st.sessions[0], data)
-        n = entry(st.sessions[parse_special], data)
-        while n < 0:
-            st = self._recover(n, st, data, parse_special)
-            if type(st) is list:
-                return st
-            n = entry(st.sessions[parse_special], data)
-        return st.out_view[:n].tolist()
+            plain = self._plain_encode = self._encode_function(None, None, None)
+        return plain(text, parse_special=parse_special)
 
     def make_encode(self, general, post_process, metrics):
         """The tokenizer's ``encode`` as one function over this path (``encode_list`` inlined: a Python
@@ -69,10 +56,15 @@ class FusedPath:
         ``metrics.ACTIVE`` is set, so every call is counted)."""
         if type(self).encode_list is not FusedPath.encode_list or "encode_list" in self.__dict__:
             return None
+        return self._encode_function(general, post_process, metrics)
+
+    def _encode_function(self, general, post_process, metrics):
+        """``encode(text, *, add_special_tokens, parse_special)`` over this path; without ``metrics``
+        (``encode_list``) it neither counts nor post-processes."""
         path, local = self, self._local
 
         def encode(text: str, *, add_special_tokens: bool = False, parse_special: bool = False) -> list[int]:
-            if metrics.ACTIVE is not None:
+            if metrics is not None and metrics.ACTIVE is not None:
                 return general(text, add_special_tokens=add_special_tokens, parse_special=parse_special)
             try:
                 data = text.encode()
@@ -94,7 +86,8 @@ class FusedPath:
             out = st.out_view[:n].tolist()
             return post_process(out) if add_special_tokens else out
 
-        encode.__doc__ = general.__doc__
+        if general is not None:
+            encode.__doc__ = general.__doc__
         return encode
 
     def _recover(self, code: int, st, data: bytes, parse_special: bool):

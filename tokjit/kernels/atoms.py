@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.lookup import pair_slot
+from tokjit.kernels.lookup import apply_merge, lowest_merge
 from tokjit.kernels.piece_cache import piece_key
 
 NO_ATOM = -1
@@ -203,33 +203,20 @@ def bpe_of_bytes(blob, s, e, byte_ids, slots, sym):
         m += 1
     top = np.int64(-1)
     while m > 1:
-        best = -1
-        best_rank = np.int64(1) << 62
-        best_merged = np.int64(-1)
-        for j in range(m - 1):
-            q = pair_slot(sym[j], sym[j + 1], slots)
-            if slots[2 * q] == -1:
-                continue
-            r = slots[2 * q + 1] >> 32
-            if r < best_rank:
-                best_rank = r
-                best = j
-                best_merged = slots[2 * q + 1] & 0xFFFFFFFF
+        best, best_rank, best_merged = lowest_merge(sym, m, slots)
         if best < 0:
             break
         if best_rank > top:
             top = best_rank
-        sym[best] = best_merged
-        for j in range(best + 1, m - 1):
-            sym[j] = sym[j + 1]
-        m -= 1
+        m = apply_merge(sym, m, best, best_merged)
     return m, top
 
 
 @njit(cache=True, nogil=True)
-def mark_unreachable(blob, offsets, include, byte_ids, slots, sym, bits):
+def mark_unreachable(blob, offsets, include, byte_ids, slots, sym, bits, builds):
     """Set a bit of ``bits`` (uint64[UNREACHABLE_BITS / 64]) for every included token that BPE does not
-    build from its own bytes (``sym``: capacity >= the longest token); returns how many there are.
+    build from its own bytes (``sym``: capacity >= the longest token) and ``builds[tid]`` for every one
+    it does (bool, False beforehand); returns how many it does not.
 
     Under "a piece that is a token is that token" (tiktoken's rule, HF's ``ignore_merges``) such a
     token, met as a whole piece, is itself, but met as a segment of a longer piece it is what BPE
@@ -245,6 +232,8 @@ def mark_unreachable(blob, offsets, include, byte_ids, slots, sym, bits):
         if m != 1 or sym[0] != tid:
             _set_bit(bits, unreachable_bit(blob, s, e))
             n += 1
+        else:
+            builds[tid] = True
     return n
 
 

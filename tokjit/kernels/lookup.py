@@ -141,6 +141,34 @@ def table_size(n: int) -> int:
     return size
 
 
+@njit(cache=True, nogil=True, inline="always")
+def lowest_merge(symbols, m, slots):
+    """(position, rank, merged id) of the leftmost lowest-rank pair of ``symbols[:m]`` in the pair
+    table ``slots``, or (-1, -1, -1) when no pair merges. O(m)."""
+    best = np.int64(-1)
+    best_rank = np.int64(-1)
+    best_merged = np.int64(-1)
+    for k in range(m - 1):
+        slot = pair_slot(symbols[k], symbols[k + 1], slots)
+        if slots[2 * slot] == -1:
+            continue
+        r = slots[2 * slot + 1] >> 32
+        if best < 0 or r < best_rank:
+            best_rank = r
+            best = k
+            best_merged = slots[2 * slot + 1] & 0xFFFFFFFF
+    return best, best_rank, best_merged
+
+
+@njit(cache=True, nogil=True, inline="always")
+def apply_merge(symbols, m, k, merged):
+    """Replace ``symbols[k], symbols[k + 1]`` by ``merged``; returns the new length."""
+    symbols[k] = merged
+    for j in range(k + 1, m - 1):
+        symbols[j] = symbols[j + 1]
+    return m - 1
+
+
 @njit(cache=True, nogil=True)
 def reachable_merges(blob, offsets, include, byte_ids, slots, symbols, out_left, out_right,
                      out_merged):
@@ -176,26 +204,12 @@ def reachable_merges(blob, offsets, include, byte_ids, slots, symbols, out_left,
         last_left = -1
         last_right = -1
         while m > 1:
-            best = np.int64(-1)
-            best_rank = np.int64(2147483647)
-            best_merged = np.int64(-1)
-            for k in range(m - 1):
-                slot = pair_slot(symbols[k], symbols[k + 1], slots)
-                if slots[2 * slot] == -1:
-                    continue
-                r = slots[2 * slot + 1] >> 32
-                if r < best_rank:
-                    best_rank = r
-                    best = k
-                    best_merged = slots[2 * slot + 1] & 0xFFFFFFFF
+            best, _, best_merged = lowest_merge(symbols, m, slots)
             if best < 0:
                 break
             last_left = symbols[best]
             last_right = symbols[best + 1]
-            symbols[best] = best_merged
-            for k in range(best + 1, m - 1):
-                symbols[k] = symbols[k + 1]
-            m -= 1
+            m = apply_merge(symbols, m, best, best_merged)
         if m == 1 and symbols[0] == tid:
             out_left[n] = last_left
             out_right[n] = last_right

@@ -32,6 +32,7 @@ POOL_BYTES = 1 << 19
 POOL_IDS = 1 << 18
 WINDOW = 8
 HIT = 1 << 15
+SEED_ROWS = SLOTS // 2  # vocabulary tokens a new cache starts with (seed_cache)
 
 # Each thread's BPE pair cache (kept with its piece cache, read by tokjit.kernels.bpe): a direct-mapped
 # copy of the pair-table entries it has looked up. A pair table of a large vocabulary is megabytes
@@ -158,3 +159,20 @@ def cache_put(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k):
         for i in range(k):
             rows[r, 4 + (i >> 1)] |= (np.int64(ids[at + i]) & _LOW32) << (32 * (i & 1))
     rows[r, 1] = np.int64(n) | (np.int64(k) << 16) | (np.int64(off) << 32)
+
+
+@njit(cache=True, nogil=True)
+def seed_cache(rows, byte_pool, id_pool, fill, blob, offsets, token_ids, limit):
+    """Store up to ``limit`` tokens of ``token_ids`` (in that order) as pieces that encode to
+    themselves: the caller passes tokens BPE builds from their own bytes, short enough to stay inline,
+    most frequent first. A word met for the first time is then often a hit; seeds are not marked hit,
+    so the pieces text brings replace them first. Returns how many were stored. O(limit)."""
+    one = np.empty(1, np.int32)
+    n = 0
+    for t in token_ids:
+        if n >= limit:
+            break
+        one[0] = t
+        cache_put(rows, byte_pool, id_pool, fill, blob, offsets[t], offsets[t + 1], one, 0, 1)
+        n += 1
+    return n

@@ -218,16 +218,19 @@ def _new_piece_cache(fields):
     return s
 
 
-def make_piece_cache(slots: int | None = None) -> PieceCache:
+def make_piece_cache(slots: int | None = None, seed: tuple[np.ndarray, np.ndarray] | None = None) -> PieceCache:
     """An empty cache sized by :mod:`tokjit.kernels.piece_cache` (``slots`` rows, a power of two; a tiny one
-    for scratch that never caches pieces), with an empty pair cache (``tokjit.kernels.bpe``); a thread
-    keeps it when its buffers grow. One cache serves one vocabulary: both remember that vocabulary's
-    answers."""
+    for scratch that never caches pieces), or a copy of ``seed`` (rows and fill of a cache holding only
+    inline entries, :func:`~tokjit.kernels.piece_cache.seed_cache`), with an empty pair cache
+    (``tokjit.kernels.bpe``); a thread keeps it when its buffers grow. One cache serves one vocabulary:
+    both remember that vocabulary's answers."""
     from tokjit.kernels import piece_cache as pc
     rows = pc.SLOTS if slots is None else slots
     small = slots is not None
-    return _new_piece_cache((np.zeros((rows, pc.ROW), np.int64), np.zeros(1 if small else pc.POOL_BYTES, np.uint8),
-                             np.zeros(1 if small else pc.POOL_IDS, np.int32), np.zeros(3, np.int64),
+    table, fill = (seed[0].copy(), seed[1].copy()) if seed is not None else \
+        (np.zeros((rows, pc.ROW), np.int64), np.zeros(3, np.int64))
+    return _new_piece_cache((table, np.zeros(1 if small else pc.POOL_BYTES, np.uint8),
+                             np.zeros(1 if small else pc.POOL_IDS, np.int32), fill,
                              np.full(2 * pc.PAIR_CACHE_SLOTS, -1, np.int64)))
 
 

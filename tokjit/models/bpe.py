@@ -16,6 +16,7 @@ from tokjit.compile import PairTable, TokenTable, check_ids, split_merge_rows
 from tokjit.errors import ModelFileError, UnsupportedComponentError
 from tokjit.kernels import atoms as atom_kernel
 from tokjit.kernels import bpe as bpe_kernel
+from tokjit.kernels import piece_cache
 from tokjit.kernels import structs
 from tokjit.spec import TokenizerSpec, TokenType
 
@@ -189,9 +190,11 @@ class BPEModel:
                 or (self.byte_ids < 0).any() or self.pairs.slots.shape[0] < 2:
             return
         include = model_mask(spec).astype(np.bool_)
-        if flags & bpe_kernel.FLAG_WHOLE_PIECE_FIRST and not atom_kernel.mark_unreachable(
-                self.vocab.blob, self.vocab.offsets, include, self.byte_ids, self.pairs.slots,
-                np.empty(int(self.max_len) + 1, np.int64), self.unreachable_bits):
+        self.builds_itself = np.zeros(include.shape[0], np.bool_)
+        unreachable = atom_kernel.mark_unreachable(self.vocab.blob, self.vocab.offsets, include, self.byte_ids,
+                                                   self.pairs.slots, np.empty(int(self.max_len) + 1, np.int64),
+                                                   self.unreachable_bits, self.builds_itself)
+        if not unreachable:
             # BPE builds every token from its bytes (o200k, cl100k): "a piece that is a token is that
             # token" says nothing BPE does not, and its lookup costs a miss on most pieces it is asked
             flags &= ~bpe_kernel.FLAG_WHOLE_PIECE_FIRST
@@ -203,6 +206,27 @@ class BPEModel:
                                   atom_ids, edge_bits, pair_bits):
             self.atom_ids, self.edge_bits, self.pair_bits = atom_ids, edge_bits, pair_bits
             self.flags = np.int64(flags | bpe_kernel.FLAG_ATOMS)
+
+    def piece_cache_seed(self):
+        """(rows, fill) of a piece cache holding the vocabulary's short tokens BPE builds from their own
+        bytes, lowest ids (most frequent merges) first, for every thread's cache to start from; None
+        where the model has no such list (only byte-level BPE by id pairs has one). Built once."""
+        seed = self.__dict__.get("_piece_cache_seed", False)
+        if seed is not False:
+            return seed
+        seed = None
+        builds = getattr(self, "builds_itself", None)
+        if builds is not None:
+            lengths = np.diff(self.vocab.offsets)
+            ids = np.flatnonzero(builds & (lengths >= 2) & (lengths <= piece_cache.INLINE_BYTES))
+            rows = np.zeros((piece_cache.SLOTS, piece_cache.ROW), np.int64)
+            fill = np.zeros(3, np.int64)
+            # inline entries only: the pools stay empty (one-element stand-ins)
+            piece_cache.seed_cache(rows, np.zeros(1, np.uint8), np.zeros(1, np.int32), fill, self.vocab.blob,
+                                   self.vocab.offsets, ids, piece_cache.SEED_ROWS)
+            seed = (rows, fill)
+        self._piece_cache_seed = seed
+        return seed
 
     def _merged_ids(self, spec: TokenizerSpec, merges: np.ndarray) -> np.ndarray:
         merged = np.full(len(merges), -1, dtype=np.int32)
