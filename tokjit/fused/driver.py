@@ -115,33 +115,50 @@ class FusedPath:
         return np.concatenate(parts).astype(np.int32) if parts else ids, ends
 
     def encode_texts(self, texts, parse_special: bool, num_threads: int):
-        """(flat ids, offsets of len(texts) + 1) for a list of str, over ``num_threads`` threads."""
+        """(flat ids, offsets of len(texts) + 1) for a list of str, over up to ``num_threads`` threads.
+
+        A batch is cut into contiguous chunks of about equal bytes, ``CHUNKS_PER_THREAD`` per thread
+        so a thread that finishes early takes another; the calling thread works too, and each other
+        thread is woken once and pulls chunks until none are left. Fewer threads run when the batch
+        is too small to pay for waking them (``MIN_BYTES_PER_THREAD``)."""
         buf, doc_starts, doc_ends = utf8_documents(texts)
         n = doc_starts.shape[0]
         offsets = np.zeros(n + 1, np.int64)
         if n == 0:
             return np.zeros(0, np.int32), offsets
         total = int(doc_ends[-1])
-        n_chunks = 1 if num_threads <= 1 or n < 2 else min(n, num_threads * 4)
-        if n_chunks == 1:
+        threads = max(1, min(num_threads, n, total // MIN_BYTES_PER_THREAD))
+        if threads == 1:
             ids, ends = self.encode_docs(buf, doc_starts, doc_ends, parse_special)
             offsets[1:] = ends
             return ids, offsets
-        # contiguous chunks of about equal bytes
+        n_chunks = min(n, threads * CHUNKS_PER_THREAD)
         cuts = np.searchsorted(doc_ends, np.linspace(0, total, n_chunks + 1)[1:-1], side="left")
         bounds = np.unique(np.concatenate([[0], cuts, [n]]))
+        results = [None] * (len(bounds) - 1)
+        chunks = iter(range(len(bounds) - 1))  # next() on a range iterator is atomic under the GIL
 
-        def run(i):
-            lo, hi = int(bounds[i]), int(bounds[i + 1])
-            return self.encode_docs(buf, doc_starts[lo:hi], doc_ends[lo:hi], parse_special)
+        def work():
+            for i in chunks:
+                lo, hi = int(bounds[i]), int(bounds[i + 1])
+                results[i] = self.encode_docs(buf, doc_starts[lo:hi], doc_ends[lo:hi], parse_special)
 
-        pool = thread_pool(min(num_threads, len(bounds) - 1))
-        results = list(pool.map(run, range(len(bounds) - 1)))
+        pool = thread_pool(threads - 1)
+        helpers = [pool.submit(work) for _ in range(threads - 1)]
+        work()
+        for helper in helpers:
+            helper.result()  # re-raises a helper's exception
         base = 0
         for i, (ids, ends) in enumerate(results):
             offsets[bounds[i] + 1:bounds[i + 1] + 1] = ends + base
             base += ids.shape[0]
         return np.concatenate([r[0] for r in results]), offsets
+
+
+# Waking a pooled thread and handing it a chunk costs ~50-100 us on a 2-core VM; below this many bytes
+# per thread (~1 ms of work) a batch runs on fewer threads
+MIN_BYTES_PER_THREAD = 32 * 1024
+CHUNKS_PER_THREAD = 4
 
 
 def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
