@@ -206,6 +206,31 @@ def test_sentencepiece_parity(shared, rel):
         assert tok.decode(ids) == ref.decode(ids)
 
 
+def test_sentencepiece_word_cache_any_order(shared):
+    """The word cache against sentencepiece, one call per text: words met first deep inside a long
+    document (a large path score, where many words' paths are not certain) and then at the start of
+    short texts (certain there: their ids are filled in late), random letter strings (near-tied paths),
+    every text twice and then as one batch."""
+    import random
+    path = shared / "data" / "hf" / "t5" / "spiece.model"
+    ref = spm.SentencePieceProcessor(model_file=str(path))
+    tok = tokjit.load(path)
+    assert tok._fused.word_cache
+    rng = random.Random(7)
+    words = sorted({w for line in corpus_lines(limit_per_file=300) for w in line.split() if len(w) < 30})
+    words += ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 12)))
+              for _ in range(3000)]
+    rng.shuffle(words)
+    long_doc = " ".join(words * 3)
+    short = [" ".join(words[i:i + rng.randint(1, 6)]) for i in range(0, len(words), 3)]
+    texts = [long_doc] + short + [long_doc]
+    expected = [ref.encode(t) for t in texts]
+    for _ in range(2):
+        got = [tok.encode(t) for t in texts]
+        assert _mismatches(expected, got, texts) == []
+    assert _mismatches(expected, tok.encode_batch(texts), texts) == []
+
+
 @pytest.mark.parametrize("rel", SPM_MODELS)
 def test_sentencepiece_decode_every_id(shared, rel):
     path = shared / "data" / rel

@@ -322,8 +322,9 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
             slot = _word_slot(buf, p, q, wc_meta, wc_bytes)
             if wc_meta[slot, WM_BLEN] > 0:
                 magnitude = abs(h) + wc_cert[slot, 1]
-                if magnitude + 1.0 < SPM_SCORE_RESET and \
-                        wc_cert[slot, 0] > 4.0 * wc_meta[slot, WM_CHARS] * F32_UNIT * magnitude:
+                certain = magnitude + 1.0 < SPM_SCORE_RESET and \
+                    wc_cert[slot, 0] > 4.0 * wc_meta[slot, WM_CHARS] * F32_UNIT * magnitude
+                if certain and wc_meta[slot, WM_ILEN] >= 0:
                     i0 = wc_meta[slot, WM_ISTART]
                     n_ids = wc_meta[slot, WM_ILEN]
                     for k in range(n_ids):
@@ -336,16 +337,12 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
                     h = np.float64(h32)
                     p = q
                     continue
-                slot = -1  # cached, but not certain for this h: compute, keep the entry
-        _viterbi(buf, p, q, da, scores, id_flags, ARITH_SPM, unk_id, unk_score, best_score, best_start, best_id, h)
-        h_end = best_score[size]
-        first = n_out
-        got, n_path = emit_path(buf, p, q, best_start, best_id, da, byte_ids, ARITH_SPM, unk_id, byte_fallback,
-                                out_ids[n_out:], tok_starts, tok_ends, 0, path_start, path_end)
-        if got < 0:
-            return MISSING_UNK
-        n_out += got
+                if not certain:
+                    slot = -1  # known, and its path not certain for this h: the float32 Viterbi decides
         if slot >= 0:
+            # a word met for the first time (or known but without its ids): the Viterbi in exact
+            # arithmetic from 0 gives the path and its certificate at once; when the certificate holds
+            # for this h, that path is the float32 Viterbi's and the word is cached with it
             margin, largest = _viterbi(buf, p, q, da, scores, id_flags, ARITH_CERT, unk_id, unk_score,
                                        best_score, best_start, best_id, 0.0)
             magnitude = abs(h) + largest
@@ -353,60 +350,89 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
             for k in range(p, q):
                 if (buf[k] & 0xC0) != 0x80:
                     chars += 1
-            # the exact path must be the one just emitted (it is, when the certificate holds)
-            same = magnitude + 1.0 < SPM_SCORE_RESET and margin > 4.0 * chars * F32_UNIT * magnitude
-            k = size
-            j = 0
-            while same and k > 0:
-                if j >= n_path or best_start[k] != path_start[j] or path_end[j] != k:
-                    same = False
-                k = best_start[k]
-                j += 1
-            if same and j == n_path:
-                n_ids = n_out - first
-                if wc_fill[0] + size > wc_bytes.shape[0] or wc_fill[1] + n_ids > wc_ids.shape[0] or \
-                        wc_fill[2] + n_path > wc_scores.shape[0] or 2 * wc_fill[3] > wc_meta.shape[0]:
-                    for i in range(wc_meta.shape[0]):
-                        wc_meta[i, WM_BLEN] = 0
-                    wc_fill[0] = 0
-                    wc_fill[1] = 0
-                    wc_fill[2] = 0
-                    wc_fill[3] = 0
-                    slot = _word_slot(buf, p, q, wc_meta, wc_bytes)
-                b0 = wc_fill[0]
-                for k in range(size):
-                    wc_bytes[b0 + k] = buf[p + k]
-                i0 = wc_fill[1]
-                for k in range(n_ids):
+            if magnitude + 1.0 < SPM_SCORE_RESET and margin > 4.0 * chars * F32_UNIT * magnitude:
+                first = n_out
+                got, n_path = emit_path(buf, p, q, best_start, best_id, da, byte_ids, ARITH_SPM, unk_id,
+                                        byte_fallback, out_ids[n_out:], tok_starts, tok_ends, 0,
+                                        path_start, path_end)
+                if got < 0:
+                    return MISSING_UNK
+                n_out += got
+                slot = _word_reserve(buf, p, q, slot, got, n_path, wc_meta, wc_bytes, wc_ids, wc_scores, wc_fill)
+                i0 = wc_meta[slot, WM_ISTART]
+                for k in range(got):
                     wc_ids[i0 + k] = out_ids[first + k]
-                s0 = wc_fill[2]
+                s0 = wc_meta[slot, WM_PSTART]
+                h32 = np.float32(h)
                 for j in range(n_path):  # node scores from the first node on, as the Viterbi adds them
                     node = n_path - 1 - j
                     length = path_end[node] - path_start[node]
                     tid = best_id[path_end[node]]
                     if tid == unk_id:
-                        wc_scores[s0 + j] = unk32
+                        score32 = unk32
                     elif id_flags[tid] & ID_USER_DEFINED:
-                        wc_scores[s0 + j] = np.float32(0.1 * (length - 1))
+                        score32 = np.float32(0.1 * (length - 1))
                     else:
-                        wc_scores[s0 + j] = np.float32(scores[tid])
-                wc_meta[slot, WM_HASH] = hash_bytes(buf, p, q)
-                wc_meta[slot, WM_BSTART] = b0
-                wc_meta[slot, WM_BLEN] = size
-                wc_meta[slot, WM_ISTART] = i0
-                wc_meta[slot, WM_ILEN] = n_ids
-                wc_meta[slot, WM_PSTART] = s0
-                wc_meta[slot, WM_PLEN] = n_path
+                        score32 = np.float32(scores[tid])
+                    wc_scores[s0 + j] = score32
+                    h32 = score32 + h32
                 wc_meta[slot, WM_CHARS] = chars
                 wc_cert[slot, 0] = margin
                 wc_cert[slot, 1] = largest
-                wc_fill[0] = b0 + size
-                wc_fill[1] = i0 + n_ids
-                wc_fill[2] = s0 + n_path
-                wc_fill[3] += 1
+                h = np.float64(h32)
+                p = q
+                continue
+            # not certain for this h: remember the certificate without ids (a later, smaller h may
+            # meet it and fill them in; a tie, margin 0, never does), so the exact pass runs once
+            slot = _word_reserve(buf, p, q, slot, -1, 0, wc_meta, wc_bytes, wc_ids, wc_scores, wc_fill)
+            wc_meta[slot, WM_CHARS] = chars
+            wc_cert[slot, 0] = margin
+            wc_cert[slot, 1] = largest
+        _viterbi(buf, p, q, da, scores, id_flags, ARITH_SPM, unk_id, unk_score, best_score, best_start, best_id, h)
+        h_end = best_score[size]
+        got, n_path = emit_path(buf, p, q, best_start, best_id, da, byte_ids, ARITH_SPM, unk_id, byte_fallback,
+                                out_ids[n_out:], tok_starts, tok_ends, 0, path_start, path_end)
+        if got < 0:
+            return MISSING_UNK
+        n_out += got
         h = h_end
         p = q
     return n_out
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _word_reserve(buf, p, q, slot, n_ids, n_path, wc_meta, wc_bytes, wc_ids, wc_scores, wc_fill):
+    """Make ``slot`` (from :func:`_word_slot`) the entry of word ``buf[p:q]`` with room for ``n_ids``
+    ids (-1: none, a certificate only) and ``n_path`` node scores in the pools; the slot to use.
+    A word already there is given new room (its ids being filled in). When a pool or the table is
+    full, every entry is dropped first (O(slots), amortized over the pools' size)."""
+    size = q - p
+    need_ids = max(n_ids, 0)
+    if wc_fill[0] + size > wc_bytes.shape[0] or wc_fill[1] + need_ids > wc_ids.shape[0] or \
+            wc_fill[2] + n_path > wc_scores.shape[0] or 2 * (wc_fill[3] + 1) > wc_meta.shape[0]:
+        for i in range(wc_meta.shape[0]):
+            wc_meta[i, WM_BLEN] = 0
+        wc_fill[0] = 0
+        wc_fill[1] = 0
+        wc_fill[2] = 0
+        wc_fill[3] = 0
+        slot = _word_slot(buf, p, q, wc_meta, wc_bytes)
+    if wc_meta[slot, WM_BLEN] == 0:
+        b0 = wc_fill[0]
+        for k in range(size):
+            wc_bytes[b0 + k] = buf[p + k]
+        wc_meta[slot, WM_HASH] = hash_bytes(buf, p, q)
+        wc_meta[slot, WM_BSTART] = b0
+        wc_meta[slot, WM_BLEN] = size
+        wc_fill[0] = b0 + size
+        wc_fill[3] += 1
+    wc_meta[slot, WM_ISTART] = wc_fill[1]
+    wc_meta[slot, WM_ILEN] = n_ids
+    wc_meta[slot, WM_PSTART] = wc_fill[2]
+    wc_meta[slot, WM_PLEN] = n_path
+    wc_fill[1] += need_ids
+    wc_fill[2] += n_path
+    return slot
 
 
 @njit(cache=True, nogil=True, _nrt=False)
