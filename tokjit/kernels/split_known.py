@@ -234,14 +234,19 @@ def _cased_at(roles, buf, i, end, flags, max_digits):
     r, c, ln = _role_at(roles, buf, i, end)
     any_case = (flags & CONTRACTIONS_ANY_CASE) != 0
     prefix = c != 10 and c != 13 and (r & (ROLE_LETTER | ROLE_NUMBER)) == 0
-    for lower_first in (True, False):
-        for with_prefix in (True, False):
-            if with_prefix and not prefix:
-                continue
-            core = _cased_core(roles, buf, i + ln if with_prefix else i, end, lower_first)
-            if core >= 0:
-                j = _contraction(buf, core, end, any_case)
-                return j
+    # the four word alternatives in the pattern's order: U*L+ with / without the prefix, then U+L*
+    # (written out: a loop over a tuple of flags costs ~2x per piece in numba)
+    core = -1
+    if prefix:
+        core = _cased_core(roles, buf, i + ln, end, True)
+    if core < 0 and (r & (ROLE_UPPER | ROLE_LOWER)) != 0:
+        core = _cased_core(roles, buf, i, end, True)
+    if core < 0 and prefix:
+        core = _cased_core(roles, buf, i + ln, end, False)
+    if core < 0 and (r & (ROLE_UPPER | ROLE_LOWER)) != 0:
+        core = _cased_core(roles, buf, i, end, False)
+    if core >= 0:
+        return _contraction(buf, core, end, any_case)
     if (r & ROLE_NUMBER) != 0:
         return _digits(roles, buf, i, end, max_digits)
     return _other_or_spaces(roles, buf, i, end, flags, r)
