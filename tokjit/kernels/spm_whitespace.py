@@ -56,6 +56,23 @@ def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
             m = 1
     is_prev_space = remove_extra
     while i < n:
+        if not is_prev_space:
+            # up to the unit holding the next " ", no rule applies: bytes and their alignment are
+            # copied as they are (a unit's bytes share its align), in a loop with no unit bookkeeping
+            k = i
+            while k < n and buf[k] != 32:
+                k += 1
+            if k < n:
+                while k > i and align[k - 1] == align[k]:
+                    k -= 1
+            d = m - i
+            for q in range(i, k):
+                out[q + d] = buf[q]
+                out_align[q + d] = align[q]
+            m += k - i
+            i = k
+            if i >= n:
+                break
         j = i + 1
         while j < n and align[j] == align[i]:
             j += 1
