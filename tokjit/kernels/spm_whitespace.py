@@ -57,20 +57,43 @@ def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
     is_prev_space = remove_extra
     while i < n:
         if not is_prev_space:
-            # up to the unit holding the next " ", no rule applies: bytes and their alignment are
-            # copied as they are (a unit's bytes share its align), in a loop with no unit bookkeeping
-            k = i
-            while k < n and buf[k] != 32:
-                k += 1
-            if k < n:
-                while k > i and align[k - 1] == align[k]:
-                    k -= 1
-            d = m - i
-            for q in range(i, k):
-                out[q + d] = buf[q]
-                out_align[q + d] = align[q]
-            m += k - i
-            i = k
+            # no rule applies to a byte other than " ", nor to a " " that is a unit of its own and not
+            # followed by another (it is escaped, and the next unit has no leading space to drop): these
+            # are copied with their alignment (a unit's bytes share its align) in one loop; anything
+            # else goes through the unit-by-unit rules below, from the start of its unit
+            seg = i
+            while i < n:
+                b = buf[i]
+                if b != 32:
+                    out[m] = b
+                    out_align[m] = align[i]
+                    m += 1
+                    i += 1
+                    continue
+                if i + 1 < n and align[i + 1] != align[i] and (i == seg or align[i - 1] != align[i]) and \
+                        (not remove_extra or buf[i + 1] != 32):
+                    unit_pos = align[i]
+                    if escape:
+                        out[m] = 0xE2
+                        out[m + 1] = 0x96
+                        out[m + 2] = 0x81
+                        out_align[m] = unit_pos
+                        out_align[m + 1] = unit_pos
+                        out_align[m + 2] = unit_pos
+                        m += 3
+                    else:
+                        out[m] = 32
+                        out_align[m] = unit_pos
+                        m += 1
+                    i += 1
+                    continue
+                # back to the start of the unit holding this " " (its bytes so far were copied 1:1)
+                u = i
+                while u > seg and align[u - 1] == align[i]:
+                    u -= 1
+                m -= i - u
+                i = u
+                break
             if i >= n:
                 break
         j = i + 1
