@@ -13,6 +13,23 @@ WS_ESCAPE = 4
 WS_SUFFIX = 8
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _put_space(out, out_align, m, pos, escape):
+    """Write one space at ``out[m]`` with alignment ``pos``: U+2581 when ``escape``, else " "; the new
+    length."""
+    if escape:
+        out[m] = 0xE2
+        out[m + 1] = 0x96
+        out[m + 2] = 0x81
+        out_align[m] = pos
+        out_align[m + 1] = pos
+        out_align[m + 2] = pos
+        return m + 3
+    out[m] = 32
+    out_align[m] = pos
+    return m + 1
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
     """Apply sentencepiece's whitespace rules to charsmap-normalized ``buf[:n]``; returns output length.
@@ -42,18 +59,7 @@ def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
         return 0
     m = 0
     if dummy and not suffix:
-        if escape:
-            out[0] = 0xE2
-            out[1] = 0x96
-            out[2] = 0x81
-            out_align[0] = align[i]
-            out_align[1] = align[i]
-            out_align[2] = align[i]
-            m = 3
-        else:
-            out[0] = 32
-            out_align[0] = align[i]
-            m = 1
+        m = _put_space(out, out_align, 0, align[i], escape)
     is_prev_space = remove_extra
     while i < n:
         if not is_prev_space:
@@ -72,19 +78,7 @@ def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
                     continue
                 if i + 1 < n and align[i + 1] != align[i] and (i == seg or align[i - 1] != align[i]) and \
                         (not remove_extra or buf[i + 1] != 32):
-                    unit_pos = align[i]
-                    if escape:
-                        out[m] = 0xE2
-                        out[m + 1] = 0x96
-                        out[m + 2] = 0x81
-                        out_align[m] = unit_pos
-                        out_align[m + 1] = unit_pos
-                        out_align[m + 2] = unit_pos
-                        m += 3
-                    else:
-                        out[m] = 32
-                        out_align[m] = unit_pos
-                        m += 1
+                    m = _put_space(out, out_align, m, align[i], escape)
                     i += 1
                     continue
                 # back to the start of the unit holding this " " (its bytes so far were copied 1:1)
@@ -108,13 +102,7 @@ def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
             for q in range(k, j):
                 b = buf[q]
                 if escape and b == 32:
-                    out[m] = 0xE2
-                    out[m + 1] = 0x96
-                    out[m + 2] = 0x81
-                    out_align[m] = unit_pos
-                    out_align[m + 1] = unit_pos
-                    out_align[m + 2] = unit_pos
-                    m += 3
+                    m = _put_space(out, out_align, m, unit_pos, True)
                 else:
                     out[m] = b
                     out_align[m] = unit_pos
@@ -134,17 +122,6 @@ def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
                 m -= 1
                 consumed = out_align[m]
     if dummy and suffix:
-        if escape:
-            out[m] = 0xE2
-            out[m + 1] = 0x96
-            out[m + 2] = 0x81
-            out_align[m] = consumed
-            out_align[m + 1] = consumed
-            out_align[m + 2] = consumed
-            m += 3
-        else:
-            out[m] = 32
-            out_align[m] = consumed
-            m += 1
+        m = _put_space(out, out_align, m, consumed, escape)
     out_align[m] = consumed
     return m
