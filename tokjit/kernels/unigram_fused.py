@@ -260,8 +260,8 @@ def _next_word_end(buf, p, n):
 
 
 @njit(cache=True, nogil=True)
-def _word_slot(buf, p, q, wc_meta, wc_bytes):
-    h = hash_bytes(buf, p, q)
+def _word_slot(h, buf, p, q, wc_meta, wc_bytes):
+    """The slot of word ``buf[p:q]`` (hash ``h``): where it is, or the empty slot it would take."""
     mask = wc_meta.shape[0] - 1
     slot = h & mask
     while wc_meta[slot, WM_BLEN] > 0:
@@ -318,12 +318,12 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
             h = 0.0  # the Viterbi's score reset at the word start (nothing else is reached yet)
         size = q - p
         slot = -1
+        word_hash = np.int64(0)
         if size <= WORD_MAX_BYTES:
-            slot = _word_slot(buf, p, q, wc_meta, wc_bytes)
+            word_hash = hash_bytes(buf, p, q)
+            slot = _word_slot(word_hash, buf, p, q, wc_meta, wc_bytes)
             if wc_meta[slot, WM_BLEN] > 0:
-                magnitude = abs(h) + wc_cert[slot, 1]
-                certain = magnitude + 1.0 < SPM_SCORE_RESET and \
-                    wc_cert[slot, 0] > 4.0 * wc_meta[slot, WM_CHARS] * F32_UNIT * magnitude
+                certain = _certain(h, wc_cert[slot, 0], wc_cert[slot, 1], wc_meta[slot, WM_CHARS])
                 if certain and wc_meta[slot, WM_ILEN] >= 0:
                     i0 = wc_meta[slot, WM_ISTART]
                     n_ids = wc_meta[slot, WM_ILEN]
@@ -345,12 +345,11 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
             # for this h, that path is the float32 Viterbi's and the word is cached with it
             margin, largest = _viterbi(buf, p, q, da, scores, id_flags, ARITH_CERT, unk_id, unk_score,
                                        best_score, best_start, best_id, 0.0)
-            magnitude = abs(h) + largest
             chars = 0
             for k in range(p, q):
                 if (buf[k] & 0xC0) != 0x80:
                     chars += 1
-            if magnitude + 1.0 < SPM_SCORE_RESET and margin > 4.0 * chars * F32_UNIT * magnitude:
+            if _certain(h, margin, largest, chars):
                 first = n_out
                 got, n_path = emit_path(buf, p, q, best_start, best_id, da, byte_ids, ARITH_SPM, unk_id,
                                         byte_fallback, out_ids[n_out:], tok_starts, tok_ends, 0,
@@ -358,7 +357,7 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
                 if got < 0:
                     return MISSING_UNK
                 n_out += got
-                slot = _word_reserve(buf, p, q, slot, got, n_path, wc_meta, wc_bytes, wc_ids, wc_scores, wc_fill)
+                slot = _word_reserve(buf, p, q, word_hash, slot, got, n_path, chars, margin, largest, words)
                 i0 = wc_meta[slot, WM_ISTART]
                 for k in range(got):
                     wc_ids[i0 + k] = out_ids[first + k]
@@ -376,18 +375,12 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
                         score32 = np.float32(scores[tid])
                     wc_scores[s0 + j] = score32
                     h32 = score32 + h32
-                wc_meta[slot, WM_CHARS] = chars
-                wc_cert[slot, 0] = margin
-                wc_cert[slot, 1] = largest
                 h = np.float64(h32)
                 p = q
                 continue
             # not certain for this h: remember the certificate without ids (a later, smaller h may
             # meet it and fill them in; a tie, margin 0, never does), so the exact pass runs once
-            slot = _word_reserve(buf, p, q, slot, -1, 0, wc_meta, wc_bytes, wc_ids, wc_scores, wc_fill)
-            wc_meta[slot, WM_CHARS] = chars
-            wc_cert[slot, 0] = margin
-            wc_cert[slot, 1] = largest
+            _word_reserve(buf, p, q, word_hash, slot, -1, 0, chars, margin, largest, words)
         _viterbi(buf, p, q, da, scores, id_flags, ARITH_SPM, unk_id, unk_score, best_score, best_start, best_id, h)
         h_end = best_score[size]
         got, n_path = emit_path(buf, p, q, best_start, best_id, da, byte_ids, ARITH_SPM, unk_id, byte_fallback,
@@ -400,12 +393,24 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
     return n_out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _certain(h, margin, largest, chars):
+    """Whether a word's exact-arithmetic path (comparison ``margin``, largest ``|score|``, ``chars``
+    characters) is also the float32 Viterbi's when the path arrives with score ``h``: no score reset
+    inside the word, and every comparison farther apart than the float32 error the sums can carry
+    (4x over)."""
+    magnitude = abs(h) + largest
+    return magnitude + 1.0 < SPM_SCORE_RESET and margin > 4.0 * chars * F32_UNIT * magnitude
+
+
 @njit(cache=True, nogil=True, _nrt=False)
-def _word_reserve(buf, p, q, slot, n_ids, n_path, wc_meta, wc_bytes, wc_ids, wc_scores, wc_fill):
-    """Make ``slot`` (from :func:`_word_slot`) the entry of word ``buf[p:q]`` with room for ``n_ids``
-    ids (-1: none, a certificate only) and ``n_path`` node scores in the pools; the slot to use.
-    A word already there is given new room (its ids being filled in). When a pool or the table is
-    full, every entry is dropped first (O(slots), amortized over the pools' size)."""
+def _word_reserve(buf, p, q, word_hash, slot, n_ids, n_path, chars, margin, largest, words):
+    """Make ``slot`` (from :func:`_word_slot`) the entry of word ``buf[p:q]`` (hash ``word_hash``) with
+    its certificate (``chars``, ``margin``, ``largest``; see :func:`_certain`) and room for ``n_ids`` ids
+    (-1: none, a certificate only) and ``n_path`` node scores in the pools; the slot to use. A word
+    already there is given new room (its ids being filled in). When a pool or the table is full, every
+    entry is dropped first (O(slots), amortized over the pools' size)."""
+    wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill = words
     size = q - p
     need_ids = max(n_ids, 0)
     if wc_fill[0] + size > wc_bytes.shape[0] or wc_fill[1] + need_ids > wc_ids.shape[0] or \
@@ -416,12 +421,12 @@ def _word_reserve(buf, p, q, slot, n_ids, n_path, wc_meta, wc_bytes, wc_ids, wc_
         wc_fill[1] = 0
         wc_fill[2] = 0
         wc_fill[3] = 0
-        slot = _word_slot(buf, p, q, wc_meta, wc_bytes)
+        slot = _word_slot(word_hash, buf, p, q, wc_meta, wc_bytes)
     if wc_meta[slot, WM_BLEN] == 0:
         b0 = wc_fill[0]
         for k in range(size):
             wc_bytes[b0 + k] = buf[p + k]
-        wc_meta[slot, WM_HASH] = hash_bytes(buf, p, q)
+        wc_meta[slot, WM_HASH] = word_hash
         wc_meta[slot, WM_BSTART] = b0
         wc_meta[slot, WM_BLEN] = size
         wc_fill[0] = b0 + size
@@ -430,6 +435,9 @@ def _word_reserve(buf, p, q, slot, n_ids, n_path, wc_meta, wc_bytes, wc_ids, wc_
     wc_meta[slot, WM_ILEN] = n_ids
     wc_meta[slot, WM_PSTART] = wc_fill[2]
     wc_meta[slot, WM_PLEN] = n_path
+    wc_meta[slot, WM_CHARS] = chars
+    wc_cert[slot, 0] = margin
+    wc_cert[slot, 1] = largest
     wc_fill[1] += need_ids
     wc_fill[2] += n_path
     return slot
