@@ -8,6 +8,7 @@ one GIL release per thread instead of several Python round trips per document.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from tokjit.kernels.added_tokens import find_added_tokens, trie_arrays
@@ -17,7 +18,9 @@ from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable
 from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, scratch_tables, vocab_scalars, vocab_tables
 from tokjit.kernels.lookup import lookup_bytes
-from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_put
+from tokjit.kernels.memops import prefetch_row
+from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put,
+                                        cache_put_key, home_row, piece_key)
 from tokjit.kernels.structs import borrow
 
 STATUS_OK = 0
@@ -157,14 +160,22 @@ def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans
                     return d
                 n_p = apply_split_behavior(pos, seg_end, match_starts, match_ends, n_m, behavior, invert,
                                            piece_starts, piece_ends, 0)
+                # each piece's cache key is formed one piece ahead and its row prefetched, so the
+                # row's trip from memory overlaps the work on the piece before it
+                next_h, next_w0, next_w1 = _cache_key(buf, piece_starts[0], piece_ends[0]) if n_p > 0 \
+                    else (np.int64(0), np.int64(0), np.int64(0))
                 for q in range(n_p):
                     ps = piece_starts[q]
                     pe = piece_ends[q]
+                    h, w0, w1 = next_h, next_w0, next_w1
+                    if q + 1 < n_p:
+                        next_h, next_w0, next_w1 = _cache_key(buf, piece_starts[q + 1], piece_ends[q + 1])
+                        prefetch_row(cache_rows, home_row(cache_rows, next_h))
                     if pe <= ps:
                         continue
                     cacheable = pe - ps <= MAX_PIECE
                     if cacheable:
-                        row = cache_find(cache_rows, cache_bytes, buf, ps, pe)
+                        row = cache_find_key(cache_rows, cache_bytes, buf, ps, pe, h, w0, w1)
                         if row >= 0:
                             n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
                             continue
@@ -176,14 +187,15 @@ def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans
                                                      piece_starts, piece_ends, n_p, out_ids, n_out, tok_starts,
                                                      tok_ends)
                             if cacheable:
-                                cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids, n_out,
-                                          n_ids)
+                                cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids,
+                                              n_out, n_ids, h, w0, w1)
                             n_out += n_ids
                             continue
                     n_ids = bpe_core(vocab, vocab_scalars, work, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
                                      tok_starts, tok_ends)
                     if cacheable:
-                        cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids, n_out, n_ids)
+                        cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids, n_out,
+                                      n_ids, h, w0, w1)
                     n_out += n_ids
             if a < n_added:
                 out_ids[n_out] = at_ids[a]
@@ -192,6 +204,14 @@ def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans
         doc_out_end[d] = n_out
     io[0] = n_out
     return last_doc
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _cache_key(buf, s, e):
+    """:func:`~tokjit.kernels.piece_cache.piece_key` of ``buf[s:e]`` when the piece may be cached, else zeros."""
+    if s < e <= s + MAX_PIECE:
+        return piece_key(buf, s, e)
+    return np.int64(0), np.int64(0), np.int64(0)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

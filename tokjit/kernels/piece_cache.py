@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tokjit.kernels.memops import load_word
+
 SLOTS = 1 << 16
 ROW = 8
 MAX_PIECE = 48
@@ -48,17 +50,11 @@ _LOW32 = np.int64(0xFFFFFFFF)
 
 @njit(cache=True, nogil=True, inline="always")
 def piece_key(buf, s, e):
-    """(hash, first 8 bytes, next 8 bytes) of ``buf[s:e]``: the words are built byte by byte (no
-    dependency chain through a multiply), the hash mixes them once, and bytes past 16 go through FNV."""
+    """(hash, first 8 bytes, next 8 bytes) of ``buf[s:e]``: the words are loaded whole
+    (:func:`~tokjit.kernels.memops.load_word`), the hash mixes them once, and bytes past 16 go through FNV."""
     n = e - s
-    w0 = np.int64(0)
-    w1 = np.int64(0)
-    m = n if n < 8 else 8
-    for i in range(m):
-        w0 |= np.int64(buf[s + i]) << (8 * i)
-    m = n if n < INLINE_BYTES else INLINE_BYTES
-    for i in range(8, m):
-        w1 |= np.int64(buf[s + i]) << (8 * (i - 8))
+    w0 = np.int64(load_word(buf, s, n if n < 8 else 8))
+    w1 = np.int64(load_word(buf, s + 8, n - 8 if n < INLINE_BYTES else 8))
     h = (w0 * _K0) ^ (w1 * _K1) ^ np.int64(n)
     for i in range(INLINE_BYTES, n):
         h = (h ^ np.int64(buf[s + i])) * _FNV_PRIME
@@ -69,6 +65,18 @@ def piece_key(buf, s, e):
 def cache_find(rows, byte_pool, buf, s, e):
     """The row holding piece ``buf[s:e]`` (marked as hit), or -1."""
     h, w0, w1 = piece_key(buf, s, e)
+    return cache_find_key(rows, byte_pool, buf, s, e, h, w0, w1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def home_row(rows, h):
+    """The first row a piece of hash ``h`` may live in (prefetch it to hide a lookup's miss)."""
+    return h & (rows.shape[0] - 1)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def cache_find_key(rows, byte_pool, buf, s, e, h, w0, w1):
+    """:func:`cache_find` with the piece's :func:`piece_key` already computed."""
     n = e - s
     mask = rows.shape[0] - 1
     r = h & mask
@@ -111,6 +119,13 @@ def cache_put(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k):
     """Remember that piece ``buf[s:e]`` (absent from the cache) encodes to ``ids[at:at + k]``: in the first
     empty row of its window, else in place of a row not hit lately (see the module docstring). Not
     stored when a pool it needs is full. O(piece + ids + WINDOW)."""
+    h, w0, w1 = piece_key(buf, s, e)
+    cache_put_key(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k, h, w0, w1)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def cache_put_key(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k, h, w0, w1):
+    """:func:`cache_put` with the piece's :func:`piece_key` already computed."""
     n = e - s
     long_bytes = n - INLINE_BYTES if n > INLINE_BYTES else 0
     long_ids = k if k > INLINE_IDS else 0
@@ -118,7 +133,6 @@ def cache_put(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k):
         return
     if fill[0] + long_bytes > byte_pool.shape[0] or fill[1] + long_ids > id_pool.shape[0]:
         return
-    h, w0, w1 = piece_key(buf, s, e)
     mask = rows.shape[0] - 1
     home = h & mask
     r = -1

@@ -1,0 +1,93 @@
+"""Two machine operations numba does not expose: an unaligned 8-byte load and a cache prefetch.
+
+* :func:`load_word` reads 8 bytes of a byte array as one little-endian word, where numba would
+  read them one at a time (eight loads, shifts and a loop whose trip count varies with the piece,
+  mispredicted at every piece). Only the piece cache uses it, and only to form keys it compares with
+  keys formed the same way, so the byte order never reaches an id.
+* :func:`prefetch_row` asks the CPU to start fetching one row of a 2-D array. A piece cache of
+  64K rows is 4 MB, more than a core's L2, so a lookup is often a wait of ~100 cycles; issued for
+  the next piece while the current one is handled, it overlaps that wait.
+
+Neither is bounds-checked by ``NUMBA_BOUNDSCHECK``: :func:`load_word` checks its own bounds (and
+falls back to byte loads near the end of the array), a prefetch of any address is harmless.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_I8 = ir.IntType(8)
+_I32 = ir.IntType(32)
+_I64 = ir.IntType(64)
+# the one-load path yields byte i lowest only on little-endian machines; elsewhere bytes are loaded one by one
+_LITTLE_ENDIAN = sys.byteorder == "little"
+
+
+@intrinsic
+def _load_u64_at(typingctx, arr, index):
+    """The 8 bytes ``arr[index:index + 8]`` of a C-contiguous uint8 array as one uint64 (native byte
+    order, no alignment assumed). The caller guarantees ``index + 8 <= len(arr)``."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1
+            and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        byte_ptr = builder.gep(ary.data, [idx])
+        word = builder.load(builder.bitcast(byte_ptr, _I64.as_pointer()), align=1)
+        return word
+
+    return types.uint64(arr, index), codegen
+
+
+@intrinsic
+def _prefetch_row_at(typingctx, arr, row):
+    """Prefetch (for reading, keep in all cache levels) the first element of ``arr[row]``, a
+    C-contiguous 2-D array."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 2 and isinstance(row, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        row_len = builder.extract_value(ary.shape, 1)
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        elem = builder.gep(ary.data, [builder.mul(idx, row_len)])
+        ptr = builder.bitcast(elem, _I8.as_pointer())
+        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, _I32, _I32, _I32])
+        name = "llvm.prefetch.p0" if ptr.type.is_opaque else "llvm.prefetch.p0i8"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        # read (0), high temporal locality (3), data cache (1)
+        builder.call(fn, [ptr, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, row), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def load_word(buf, i, n):
+    """The ``n`` (0..8) bytes ``buf[i:i + n]`` as a uint64, byte ``i`` lowest, higher bytes zero.
+    One unaligned load when 8 bytes are readable from ``i``, byte loads otherwise."""
+    if n <= 0:
+        return np.uint64(0)
+    if _LITTLE_ENDIAN and i + 8 <= buf.shape[0]:
+        w = _load_u64_at(buf, i)
+        if n < 8:
+            w &= (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
+        return w
+    w = np.uint64(0)
+    for k in range(n):
+        w |= np.uint64(buf[i + k]) << np.uint64(8 * k)
+    return w
+
+
+@njit(cache=True, nogil=True, inline="always")
+def prefetch_row(arr, row):
+    """Hint that ``arr[row]`` (2-D, C-contiguous) will be read soon; no effect on results."""
+    _prefetch_row_at(arr, row)
