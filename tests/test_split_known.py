@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -72,6 +73,8 @@ def test_scanner_matches_the_vm(pattern, syntax):
         buf = np.frombuffer(bytearray(text.encode("utf-8")), np.uint8)
         n, out_s, out_e = _scan(known, buf)
         if n == sk.DEFER:
+            # only where (?i) case folding could make a non-ASCII letter part of a contraction
+            assert re.search(r"'[rvl]?ſ", text, re.IGNORECASE), repr(text)
             deferred += 1
             continue
         starts, ends = vm.find_spans(buf)

@@ -15,8 +15,8 @@ would do (a letter run giving back its last character to a lookahead, a case run
 character that is in both case sets). O(n) over the segment.
 
 Mirrors ``find_matches`` for these patterns: same successive matches, same return convention; a
-case-insensitive contraction next to a non-ASCII character (where Unicode case folding could apply) is
-left to the VM (``DEFER``).
+case-insensitive contraction whose letter is a non-ASCII character that case-folds to an ASCII one
+(U+017F for 's') is left to the VM (``DEFER``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ ROLE_NUMBER = 2  # \p{N}
 ROLE_SPACE = 4  # \s
 ROLE_UPPER = 8  # [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
 ROLE_LOWER = 16  # [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+ROLE_FOLDS_TO_CONTRACTION = 32  # non-ASCII, case-folds to a contraction letter (U+017F ~ s)
 
 # flags of SHAPE_WORDS / SHAPE_CASED
 CONTRACTIONS_ANY_CASE = 1  # (?i:'s|...) rather than 's|...
@@ -89,13 +90,23 @@ def _digits(roles, buf, p, end, max_digits):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _contraction(buf, p, end, any_case):
+def _non_ascii_folds(roles, buf, p, any_case):
+    """Whether the non-ASCII character at ``p`` may match a contraction letter: only under ``(?i)``,
+    and only a character whose case-folding orbit holds one (the VM decides those)."""
+    if not any_case:
+        return False
+    cp, _ = decode_at(buf, p)
+    return (roles[cp] & ROLE_FOLDS_TO_CONTRACTION) != 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _contraction(roles, buf, p, end, any_case):
     """End of a contraction ('s 't 're 've 'm 'll 'd) at ``p``, ``p`` when there is none, or DEFER."""
     if p >= end or buf[p] != _APOSTROPHE or p + 1 >= end:
         return p
     c1 = np.int64(buf[p + 1])
     if c1 >= 0x80:
-        return DEFER if any_case else p
+        return DEFER if _non_ascii_folds(roles, buf, p + 1, any_case) else p
     if any_case and 65 <= c1 <= 90:
         c1 += 32
     if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
@@ -106,7 +117,7 @@ def _contraction(buf, p, end, any_case):
         return p
     c2 = np.int64(buf[p + 2])
     if c2 >= 0x80:
-        return DEFER if any_case else p
+        return DEFER if _non_ascii_folds(roles, buf, p + 2, any_case) else p
     if any_case and 65 <= c2 <= 90:
         c2 += 32
     if (c1 == 114 and c2 == 101) or (c1 == 118 and c2 == 101) or (c1 == 108 and c2 == 108):
@@ -180,7 +191,7 @@ def _words_at(roles, buf, i, end, flags, max_digits):
     r, c, ln = _role_at(roles, buf, i, end)
     any_case = (flags & CONTRACTIONS_ANY_CASE) != 0
     if c == _APOSTROPHE:
-        j = _contraction(buf, i, end, any_case)
+        j = _contraction(roles, buf, i, end, any_case)
         if j != i:
             return j
     # letters, after an optional prefix
@@ -246,7 +257,7 @@ def _cased_at(roles, buf, i, end, flags, max_digits):
     if core < 0 and (r & (ROLE_UPPER | ROLE_LOWER)) != 0:
         core = _cased_core(roles, buf, i, end, False)
     if core >= 0:
-        return _contraction(buf, core, end, any_case)
+        return _contraction(roles, buf, core, end, any_case)
     if (r & ROLE_NUMBER) != 0:
         return _digits(roles, buf, i, end, max_digits)
     return _other_or_spaces(roles, buf, i, end, flags, r)

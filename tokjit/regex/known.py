@@ -36,7 +36,8 @@ KNOWN: dict[str, tuple[int, int, int]] = {
 }
 
 _ROLES = ((sk.ROLE_LETTER, r"\p{L}"), (sk.ROLE_NUMBER, r"\p{N}"), (sk.ROLE_SPACE, r"\s"),
-          (sk.ROLE_UPPER, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"), (sk.ROLE_LOWER, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"))
+          (sk.ROLE_UPPER, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"), (sk.ROLE_LOWER, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
+          (sk.ROLE_FOLDS_TO_CONTRACTION, r"(?i:[sdmtlvre])"))
 
 # edge cases a scanner must split exactly as the VM does before it is trusted
 PROBE = "\n".join([
@@ -65,7 +66,10 @@ def roles_table(syntax: str, unicode_table: str) -> np.ndarray:
 def _roles_table(syntax: str, unicode_table: str) -> np.ndarray:
     roles = np.zeros(0x110000, np.uint8)
     for bit, atom in _ROLES:
-        roles[_class_members(compile_pattern(atom, syntax=syntax, unicode_table=unicode_table))] |= bit
+        members = _class_members(compile_pattern(atom, syntax=syntax, unicode_table=unicode_table))
+        if bit == sk.ROLE_FOLDS_TO_CONTRACTION:
+            members[:128] = False  # the scanner tests ASCII letters itself
+        roles[members] |= bit
     roles.setflags(write=False)
     return roles
 
