@@ -44,6 +44,12 @@ def _generated(n: int, seed: int) -> list[str]:
         for left in ("", "a", "A", "1", " ", "\n", "é", "中"):
             for right in ("", "a", " ", "\n", "'", "ſ", "1"):
                 out.append(left + word + right)
+    # runs the scanner takes eight bytes at a time, ending on each side of a word boundary
+    for run in ("a", "Z", "aB", "Ab", "7", "x1"):
+        for n in (1, 7, 8, 9, 15, 16, 17, 24):
+            body = (run * n)[:n]
+            for stop in ("", "é", "É", "B", "b", "1", " ", "'s", "中", "\n", "_"):
+                out.append(" " + body + stop + body)
     return out
 
 

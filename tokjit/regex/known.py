@@ -9,6 +9,7 @@ text of edge cases, so a recognition mistake costs speed, never ids.
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 
@@ -103,9 +104,23 @@ def _recognize(pattern: str, syntax: str, unicode_table: str):
         return None
     shape, flags, max_digits = known
     roles = roles_table(syntax, unicode_table)
+    if not _ascii_runs_hold(roles):
+        return None
     if not agrees_with_vm(pattern, syntax, unicode_table, (shape, flags, max_digits, roles), PROBE):
         return None
     return shape, flags, max_digits, roles
+
+
+def _ascii_runs_hold(roles: np.ndarray) -> bool:
+    """Whether the ASCII members of each role the scanner runs over a word at a time are the ranges
+    it assumes (``split_known.ASCII_RUN_ROLES``)."""
+    for bit, ranges in sk.ASCII_RUN_ROLES.items():
+        expected = np.zeros(128, bool)
+        for lo, hi in re.findall(r"(.)-(.)", ranges):
+            expected[ord(lo):ord(hi) + 1] = True
+        if not np.array_equal((roles[:128] & bit) != 0, expected):
+            return False
+    return True
 
 
 def agrees_with_vm(pattern: str, syntax: str, unicode_table: str, known, text: str) -> bool:
