@@ -1,0 +1,47 @@
+"""The word load under the piece cache's keys and the scanner's ASCII runs (tokjit/kernels/memops.py).
+
+``load_word`` reads 8 bytes at once where 8 are readable and byte by byte near the array's end; the two
+paths must agree with Python's own ``int.from_bytes`` at every offset and length, or a piece would get
+a different cache key (and a wrong hit or a needless miss) depending on where it sits in the buffer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from tokjit.kernels.memops import load_word
+from tokjit.kernels.piece_cache import piece_key
+
+
+@njit(cache=True)
+def _load(buf, i, n):
+    return load_word(buf, i, n)
+
+
+@njit(cache=True)
+def _key(buf, s, e):
+    return piece_key(buf, s, e)
+
+
+def test_load_word_is_the_little_endian_value_of_the_bytes():
+    rng = np.random.default_rng(5)
+    for size in (1, 5, 8, 9, 16, 23):
+        buf = rng.integers(0, 256, size, dtype=np.uint8)
+        for i in range(size):
+            for n in range(0, min(8, size - i) + 1):
+                want = int.from_bytes(bytes(buf[i:i + n]), "little")
+                assert int(_load(buf, i, n)) == want, (size, i, n)
+
+
+def test_piece_key_does_not_depend_on_where_the_piece_sits():
+    rng = np.random.default_rng(6)
+    for n in (1, 3, 7, 8, 9, 15, 16, 17, 30):
+        piece = rng.integers(0, 256, n, dtype=np.uint8)
+        alone = piece.copy()  # at the very end: the byte-by-byte path
+        inside = np.concatenate([rng.integers(0, 256, 3, dtype=np.uint8), piece,
+                                 rng.integers(0, 256, 20, dtype=np.uint8)])  # the one-load path
+        assert tuple(_key(alone, 0, n)) == tuple(_key(inside, 3, 3 + n))
+        other = piece.copy()
+        other[-1] ^= 1
+        assert tuple(_key(other, 0, n)) != tuple(_key(alone, 0, n))
