@@ -22,6 +22,13 @@ def _trie_child(node, b, child_start, child_count, edge_byte, edge_target):
     return -1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _starts_in_word(first_byte, buf, i):
+    """Whether any of ``buf[i:i + 8]`` may start a token."""
+    return (first_byte[buf[i]] | first_byte[buf[i + 1]] | first_byte[buf[i + 2]] | first_byte[buf[i + 3]]
+            | first_byte[buf[i + 4]] | first_byte[buf[i + 5]] | first_byte[buf[i + 6]] | first_byte[buf[i + 7]])
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def find_added_tokens(buf, start, end, first_byte, child_start, child_count, edge_byte, edge_target,
                       node_token, out_starts, out_ends, out_ids):
@@ -30,9 +37,16 @@ def find_added_tokens(buf, start, end, first_byte, child_start, child_count, edg
     At each position the trie is walked as far as the text allows and the longest token seen is
     taken; no match -> next position. O(n * longest token). Capacity: (end - start) matches.
     """
+    if child_count[0] == 0:
+        return 0  # no tokens (the root has no edges): the usual case of ordinary text, no byte to visit
     n = 0
     i = start
     while i < end:
+        # text between added tokens is skipped eight bytes per test (one branch per word, not per byte)
+        while i + 8 <= end and not _starts_in_word(first_byte, buf, i):
+            i += 8
+        if i >= end:
+            break
         if not first_byte[buf[i]]:
             i += 1
             continue
