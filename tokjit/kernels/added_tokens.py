@@ -12,7 +12,7 @@ from numba import njit
 from tokjit.kernels.structs import borrow
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _trie_child(node, b, child_start, child_count, edge_byte, edge_target):
     """The child of ``node`` along byte ``b``, or -1 (edges of a node are a contiguous run)."""
     cs = child_start[node]
@@ -22,7 +22,7 @@ def _trie_child(node, b, child_start, child_count, edge_byte, edge_target):
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _starts_in_word(first_byte, buf, i):
     """Whether any of ``buf[i:i + 8]`` may start a token."""
     return (first_byte[buf[i]] | first_byte[buf[i + 1]] | first_byte[buf[i + 2]] | first_byte[buf[i + 3]]
@@ -103,7 +103,7 @@ def token_occurrences(buf, start, end, first_byte, child_start, child_count, edg
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _ascii_space(b):
     return b == 32 or (9 <= b <= 13)
 
@@ -147,7 +147,7 @@ def claim_longest_first(buf, start, end, order, occ_start, occ_id, token_len, st
     return n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def trie_arrays(trie):
     """The six arrays of a :data:`~tokjit.kernels.structs.TRIE` in :func:`find_added_tokens`' order."""
     return (borrow(trie, "first_byte"), borrow(trie, "child_start"), borrow(trie, "child_count"),

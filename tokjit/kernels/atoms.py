@@ -47,14 +47,14 @@ UNREACHABLE_BITS = 1 << 16  # 8 KB; llama3 has ~600 tokens BPE cannot build
 _PAIR_MIX = np.int64(-7046029254386353131)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def pair_bit(cp_left, cp_right):
     """Index of the bit that stands for the adjacent character pair (cp_left, cp_right)."""
     h = ((np.int64(cp_left) << 21) | np.int64(cp_right)) * _PAIR_MIX
     return (h >> (64 - PAIR_BITS_LOG2)) & ((1 << PAIR_BITS_LOG2) - 1)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def decode_bmp(buf, i, end):
     """(code point, length) of a 2- or 3-byte character at ``buf[i]``, or (-1, 1) when the bytes there
     are not one (ASCII, a 4-byte character, a stray byte, or a truncated sequence)."""
@@ -72,7 +72,7 @@ def decode_bmp(buf, i, end):
     return -1, 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _mark_edge(edge_bits, blob, k, e):
     """Mark the boundary after ``blob[k]`` (a token's bytes end at ``e``): bit ``blob[k] << 16 |
     blob[k+1] << 8 | blob[k+2]``, or all 256 such bits when the token ends at ``k + 2``."""
@@ -84,17 +84,17 @@ def _mark_edge(edge_bits, blob, k, e):
             _set_bit(edge_bits, base | b)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _set_bit(bits, i):
     bits[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _has_bit(bits, i):
     return (bits[i >> 6] >> np.uint64(i & 63)) & np.uint64(1) != 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def edge_clean(buf, p, ps, pe, edge_bits):
     """True when no token can straddle the character boundary at ``p`` with part of a character on
     one side (``ps < p < pe``; a byte past the piece reads as 0, which every mark for a short token
@@ -103,7 +103,7 @@ def edge_clean(buf, p, ps, pe, edge_bits):
     return not _has_bit(edge_bits, (np.int64(buf[p - 1]) << 16) | (np.int64(buf[p]) << 8) | b2)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def atom_at(buf, i, ps, pe, atom_ids, edge_bits):
     """(token, length) when the character at ``buf[i]`` (inside piece ``buf[ps:pe]``) may start as one
     symbol, else (-1, length of the character, 1 for a byte that starts none)."""
@@ -189,7 +189,7 @@ def find_atoms(blob, offsets, include, byte_ids, slots, atom_ids, edge_bits, pai
     return n_atoms
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def bpe_of_bytes(blob, s, e, byte_ids, slots, sym):
     """BPE of ``blob[s:e]`` from single bytes, by the pair table ``slots``, left in ``sym[:m]``
     (capacity >= e - s); returns (m, highest rank merged), or (-1, -1) when a byte has no token.
@@ -237,19 +237,19 @@ def mark_unreachable(blob, offsets, include, byte_ids, slots, sym, bits, builds)
     return n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def unreachable_bit(buf, s, e):
     """The bit of :func:`mark_unreachable`'s set that stands for the bytes ``buf[s:e]``."""
     return piece_key(buf, s, e)[0] & (UNREACHABLE_BITS - 1)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def maybe_unreachable(bits, buf, s, e):
     """False when ``buf[s:e]`` is surely not a token BPE cannot build (see :func:`mark_unreachable`)."""
     return _has_bit(bits, unreachable_bit(buf, s, e))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def atom_segment_end(buf, ps, pe, atom_ids, edge_bits, pair_bits):
     """End of the first segment of piece ``buf[ps:pe]``: the first boundary between two atoms whose
     character pair occurs in no token (see the module docstring), else ``pe``. O(segment)."""

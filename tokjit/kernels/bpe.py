@@ -38,7 +38,7 @@ TOKEN_UNUSED = 1  # bit in ``token_flags``
 SCAN_LIMIT = 48
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _utf8_len(lead):
     if lead < 0x80:
         return 1
@@ -49,7 +49,7 @@ def _utf8_len(lead):
     return 4
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
                tok_blob, tok_offsets, tok_table, merge_rank,
                pair_slots, pair_cache, max_token_len):
@@ -83,7 +83,7 @@ def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
     return value >> 32, value & 0xFFFFFFFF
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _space_split_end(buf, ps, pe, unsafe_prev):
     """End of the first sub-piece of ``buf[ps:pe]``: the first U+2581 after its first character whose
     preceding character is not in ``unsafe_prev`` (code points that end a token's prefix right before a
@@ -116,7 +116,7 @@ def _space_split_end(buf, ps, pe, unsafe_prev):
     return pe
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _note_candidate(merged, left_len, token_flags, rev_left, touched, n_touched):
     """Remember how an UNUSED piece was last proposed as a merge (sentencepiece's ``rev_merge``, which
     keeps the latest proposal per piece, executed or not). Returns the new ``n_touched``."""
@@ -128,7 +128,7 @@ def _note_candidate(merged, left_len, token_flags, rev_left, touched, n_touched)
     return n_touched
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _emit_one(buf, s, e, sid, byte_fallback, fuse_unk, unk_id, byte_ids, last_was_unk,
               out_ids, out_starts, out_ends, n_out):
     """Write symbol ``buf[s:e]`` (token ``sid``, -1 = none): the token, its bytes, or unknown."""
@@ -157,7 +157,7 @@ def _emit_one(buf, s, e, sid, byte_fallback, fuse_unk, unk_id, byte_ids, last_wa
     return n_out, last_was_unk
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _heap_push(heap, size, key):
     i = size
     heap[i] = key
@@ -172,7 +172,7 @@ def _heap_push(heap, size, key):
     return size + 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _heap_pop(heap, size):
     top = heap[0]
     size -= 1
@@ -194,7 +194,7 @@ def _heap_pop(heap, size):
     return top, size
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def bpe_encode(vocab, scratch, buf, piece_starts, piece_ends, first_piece, n_pieces, out_ids, out_starts, out_ends):
     """Encode pieces ``buf[piece_starts[i]:piece_ends[i]]`` for ``i`` in ``first_piece..first_piece +
     n_pieces - 1``; returns the number of ids written to ``out_ids`` (spans to ``out_starts``/``out_ends``).
@@ -223,7 +223,7 @@ def bpe_encode(vocab, scratch, buf, piece_starts, piece_ends, first_piece, n_pie
                     piece_starts, piece_ends, first_piece, n_pieces, out_ids, out_starts, out_ends)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def vocab_tables(vocab):
     """The arrays of a BPE_VOCAB in the order :func:`bpe_core` reads them."""
     return (borrow(vocab, "blob"), borrow(vocab, "offsets"), borrow(vocab, "table"), borrow(vocab, "byte_ids"),
@@ -231,13 +231,13 @@ def vocab_tables(vocab):
             borrow(vocab, "unsafe_prev"), borrow(vocab, "atom_ids"), borrow(vocab, "edge_bits"))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def vocab_scalars(vocab):
     """(flags, unk_id, max_len) of a BPE_VOCAB, as :func:`bpe_core` takes them."""
     return borrow(vocab, "flags"), borrow(vocab, "unk_id"), borrow(vocab, "max_len")
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def scratch_tables(scratch):
     """The arrays of a BPE_SCRATCH in the order :func:`bpe_core` reads them (its pair cache last)."""
     return (borrow(scratch, "start"), borrow(scratch, "end"), borrow(scratch, "id"), borrow(scratch, "rank"),

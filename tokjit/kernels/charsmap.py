@@ -22,12 +22,12 @@ PROP_EXTPICT = 16
 INCB_CONSONANT, INCB_EXTEND, INCB_LINKER = 1, 2, 3
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _offset(unit):
     return (unit >> 10) << ((unit & 512) >> 6)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _label(unit):
     return unit & 0x800000FF
 
@@ -71,7 +71,7 @@ def reachable_leaves(units, out_nodes, out_values):
     return n_leaves
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _step(units, n_units, pos, c):
     """One byte down the double array from base ``pos``: the child's base, or -1 (no child)."""
     child = pos ^ c
@@ -83,7 +83,7 @@ def _step(units, n_units, pos, c):
     return child ^ _offset(unit), (unit >> 8) & 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _emit_string(strings, value, out, out_src, o, src):
     k = value
     while strings[k] != 0:
@@ -94,7 +94,7 @@ def _emit_string(strings, value, out, out_src, o, src):
     return o
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _spm_char_len(buf, i, n):
     """sentencepiece ``DecodeUTF8``: length of the valid UTF-8 character at ``i``, or 0 if invalid."""
     b0 = np.int64(buf[i])
@@ -177,7 +177,7 @@ def spm_normalize(buf, i, n, units, strings, max_step, out, out_src, o):
     return i, o, modified
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _utf8_len(b0):
     if b0 < 0x80:
         return 1
@@ -190,7 +190,7 @@ def _utf8_len(b0):
     return 1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _decode_at(buf, i, n):
     """(code point, length) of the UTF-8 character at ``i`` (input is valid UTF-8; clamped at ``n``)."""
     b0 = np.int64(buf[i])
@@ -273,7 +273,7 @@ def grapheme_end(buf, i, n, props):
     return j
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _first_match(buf, s, e, units, n_units, root):
     """HF ``spm_precompiled`` ``transform``: value of the SHORTEST key prefixing ``buf[s:e]`` (the walk
     stops at a NUL byte), or -1."""

@@ -83,43 +83,34 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
 
     A piece's ids depend only on its bytes, so short pieces are remembered in the thread's piece cache
     (:mod:`tokjit.kernels.piece_cache`; text repeats words): a hit copies the ids instead of merging again.
+    A piece the cache does not know is cut where runs of atoms may be cut (:mod:`tokjit.kernels.atoms`;
+    a Han run becomes segments of a few characters), and each segment goes through the cache and BPE
+    on its own; the piece as a whole is remembered too.
+
+    Runs without numba's reference counting (fields are read with ``borrow``, the session keeps them
+    alive, nothing is allocated): with counting on, each helper that takes an array paid an atomic
+    incref/decref per piece. One function, not a wrapper around a core: numba optimizes and emits the
+    machine code of everything a compiled function calls once more for each calling layer.
     """
     pipe, sp, bs = borrow(session, "pipe"), borrow(session, "spans"), borrow(session, "bpe")
     t, rx, v, c = borrow(pipe, "trie"), borrow(pipe, "regex"), borrow(pipe, "vocab"), borrow(bs, "cache")
-    return _bpe_docs_core(
-        trie_arrays(t),
-        (borrow(rx, "prog"), borrow(rx, "rep_info"), borrow(rx, "cls_ascii"), borrow(rx, "cls_mask"),
-         borrow(rx, "cls_neg"), borrow(rx, "cls_roff"), borrow(rx, "cls_ranges"), borrow(rx, "gc"),
-         borrow(rx, "roles")),
-        (borrow(rx, "n_memo"), borrow(rx, "behavior"), borrow(rx, "invert"), borrow(rx, "shape"),
-         borrow(rx, "shape_flags"), borrow(rx, "max_digits")),
-        vocab_tables(v), vocab_scalars(v), scratch_tables(bs),
-        (borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids"), borrow(sp, "match_starts"),
-         borrow(sp, "match_ends"), borrow(sp, "piece_starts"), borrow(sp, "piece_ends"), borrow(sp, "rx_stack"),
-         borrow(sp, "rx_params"), borrow(sp, "tok_starts"), borrow(sp, "tok_ends"), borrow(sp, "io")),
-        (borrow(c, "rows"), borrow(c, "byte_pool"), borrow(c, "id_pool"), borrow(c, "fill")),
-        (borrow(v, "pair_bits"), borrow(v, "unreachable_bits")),
-        buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end)
-
-
-# The loops run without numba's reference counting (structures are unpacked into tuples of arrays by
-# the caller, which keeps them alive; nothing is allocated): with counting on, each inlined helper that
-# takes an array paid an atomic incref/decref per piece.
-@njit(cache=True, nogil=True, _nrt=False, inline="always")
-def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans, cache, cut_bits, buf, doc_starts,
-                   doc_ends, first_doc, last_doc, out_ids, doc_out_end):
-    """:func:`encode_docs_bpe` over tuples of arrays (see there for the tuples' order).
-
-    A piece the cache does not know is cut where runs of atoms may be cut (:mod:`tokjit.kernels.atoms`;
-    a Han run becomes segments of a few characters), and each segment goes through the cache and BPE
-    on its own; the piece as a whole is remembered too."""
-    at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token = trie
-    rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff, rx_ranges, rx_gc, rx_roles = regex
-    n_memo, behavior, invert, shape, shape_flags, max_digits = regex_scalars
+    at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token = trie_arrays(t)
+    rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff, rx_ranges, rx_gc, rx_roles = (
+        borrow(rx, "prog"), borrow(rx, "rep_info"), borrow(rx, "cls_ascii"), borrow(rx, "cls_mask"),
+        borrow(rx, "cls_neg"), borrow(rx, "cls_roff"), borrow(rx, "cls_ranges"), borrow(rx, "gc"), borrow(rx, "roles"))
+    n_memo, behavior, invert, shape, shape_flags, max_digits = (
+        borrow(rx, "n_memo"), borrow(rx, "behavior"), borrow(rx, "invert"), borrow(rx, "shape"),
+        borrow(rx, "shape_flags"), borrow(rx, "max_digits"))
     at_starts, at_ends, at_ids, match_starts, match_ends, piece_starts, piece_ends, rx_stack, rx_params, \
-        tok_starts, tok_ends, io = spans
+        tok_starts, tok_ends, io = (
+            borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids"), borrow(sp, "match_starts"),
+            borrow(sp, "match_ends"), borrow(sp, "piece_starts"), borrow(sp, "piece_ends"), borrow(sp, "rx_stack"),
+            borrow(sp, "rx_params"), borrow(sp, "tok_starts"), borrow(sp, "tok_ends"), borrow(sp, "io"))
+    vocab, work = vocab_tables(v), scratch_tables(bs)
+    cache = (borrow(c, "rows"), borrow(c, "byte_pool"), borrow(c, "id_pool"), borrow(c, "fill"))
     cache_rows, cache_bytes, cache_ids, cache_fill = cache
-    flags, unk_id, max_len = vocab_scalars
+    cut_bits = (borrow(v, "pair_bits"), borrow(v, "unreachable_bits"))
+    flags, unk_id, max_len = vocab_scalars(v)
     atom_ids, edge_bits = vocab[8], vocab[9]
     pair_bits = cut_bits[0]
     segmenting = (flags & FLAG_ATOMS) != 0
@@ -191,7 +182,7 @@ def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans
                                               n_out, n_ids, h, w0, w1)
                             n_out += n_ids
                             continue
-                    n_ids = bpe_core(vocab, vocab_scalars, work, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
+                    n_ids = bpe_core(vocab, (flags, unk_id, max_len), work, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
                                      tok_starts, tok_ends)
                     if cacheable:
                         cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids, n_out,
@@ -206,7 +197,7 @@ def _bpe_docs_core(trie, regex, regex_scalars, vocab, vocab_scalars, work, spans
     return last_doc
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _cache_key(buf, s, e):
     """:func:`~tokjit.kernels.piece_cache.piece_key` of ``buf[s:e]`` when the piece may be cached, else zeros."""
     if s < e <= s + MAX_PIECE:

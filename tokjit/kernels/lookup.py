@@ -15,7 +15,7 @@ FNV_PRIME = np.int64(1099511628211)
 PAIR_MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as a wrapping int64
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def hash_bytes(buf, start, end):
     """FNV-1a over ``buf[start:end]``; int64 arithmetic wraps, which is what we want."""
     h = FNV_OFFSET
@@ -24,7 +24,7 @@ def hash_bytes(buf, start, end):
     return h ^ (h >> 31)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def bytes_equal(a, a_start, b, b_start, n):
     """``a[a_start:a_start + n] == b[b_start:b_start + n]``."""
     for k in range(n):
@@ -33,7 +33,7 @@ def bytes_equal(a, a_start, b, b_start, n):
     return True
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def lookup_bytes(buf, start, end, blob, offsets, table):
     """Id of the token whose bytes equal ``buf[start:end]``, or -1.
 
@@ -75,7 +75,7 @@ def build_bytes_table(blob, offsets, include, table):
         table[slot] = tid
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def pair_slot(left, right, slots):
     """Index of the pair (left, right) in ``slots`` (found, or the empty entry where it would go).
 
@@ -141,7 +141,7 @@ def table_size(n: int) -> int:
     return size
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def lowest_merge(symbols, m, slots):
     """(position, rank, merged id) of the leftmost lowest-rank pair of ``symbols[:m]`` in the pair
     table ``slots``, or (-1, -1, -1) when no pair merges. O(m)."""
@@ -160,7 +160,7 @@ def lowest_merge(symbols, m, slots):
     return best, best_rank, best_merged
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def apply_merge(symbols, m, k, merged):
     """Replace ``symbols[k], symbols[k + 1]`` by ``merged``; returns the new length."""
     symbols[k] = merged

@@ -70,7 +70,7 @@ def _prefetch_row_at(typingctx, arr, row):
     return types.void(arr, row), codegen
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def load_word(buf, i, n):
     """The ``n`` (0..8) bytes ``buf[i:i + n]`` as a uint64, byte ``i`` lowest, higher bytes zero.
     One unaligned load when 8 bytes are readable from ``i``, byte loads otherwise."""
@@ -87,7 +87,7 @@ def load_word(buf, i, n):
     return w
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def prefetch_row(arr, row):
     """Hint that ``arr[row]`` (2-D, C-contiguous) will be read soon; no effect on results."""
     _prefetch_row_at(arr, row)

@@ -48,7 +48,7 @@ _FNV_PRIME = np.int64(1099511628211)
 _LOW32 = np.int64(0xFFFFFFFF)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def piece_key(buf, s, e):
     """(hash, first 8 bytes, next 8 bytes) of ``buf[s:e]``: the words are loaded whole
     (:func:`~tokjit.kernels.memops.load_word`), the hash mixes them once, and bytes past 16 go through FNV."""
@@ -61,20 +61,20 @@ def piece_key(buf, s, e):
     return h ^ (h >> 29), w0, w1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def cache_find(rows, byte_pool, buf, s, e):
     """The row holding piece ``buf[s:e]`` (marked as hit), or -1."""
     h, w0, w1 = piece_key(buf, s, e)
     return cache_find_key(rows, byte_pool, buf, s, e, h, w0, w1)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def home_row(rows, h):
     """The first row a piece of hash ``h`` may live in (prefetch it to hide a lookup's miss)."""
     return h & (rows.shape[0] - 1)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def cache_find_key(rows, byte_pool, buf, s, e, h, w0, w1):
     """:func:`cache_find` with the piece's :func:`piece_key` already computed."""
     n = e - s
@@ -100,7 +100,7 @@ def cache_find_key(rows, byte_pool, buf, s, e, h, w0, w1):
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def cache_emit(rows, id_pool, r, out, at):
     """Copy the ids of the piece in row ``r`` to ``out[at:]``; returns how many."""
     k = (rows[r, 1] >> 16) & 0xFFFF

@@ -65,7 +65,7 @@ def _prev(buf, p):
     return p
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc):
     """Length of the non-ASCII code point at ``p`` if it is in class ``k``, else 0."""
     cp, ln = decode_at(buf, p)

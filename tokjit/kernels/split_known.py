@@ -55,7 +55,7 @@ OUT_FULL = -1
 _APOSTROPHE = 39
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _role_at(roles, buf, p, end):
     """(roles bits, code point, length) at ``p``; (0, -1, 0) at ``end``."""
     if p >= end:
@@ -75,7 +75,7 @@ _CASE_BIT = np.uint64(0x2020202020202020)
 ASCII_RUN_ROLES = {ROLE_LETTER: "A-Za-z", ROLE_NUMBER: "0-9", ROLE_UPPER: "A-Z", ROLE_LOWER: "a-z"}
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _bytes_in(w7, lo, hi):
     """0x80 in each byte of ``w7`` (bytes < 0x80) that lies in ``lo..hi``, 0 in the others. No byte
     sum reaches 0x100, so bytes do not disturb their neighbours."""
@@ -84,7 +84,7 @@ def _bytes_in(w7, lo, hi):
     return above & ~not_below & _HIGH
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _ascii_members(w, bits):
     """0x80 in each byte of ``w`` that is an ASCII member of role ``bits`` (a key of ASCII_RUN_ROLES)."""
     w7 = w & _LOW7
@@ -99,7 +99,7 @@ def _ascii_members(w, bits):
     return m & ~w
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _ascii_run(buf, p, end, bits):
     """End of the run of ASCII members of ``bits`` from ``p``, eight bytes per step: the first byte
     that is not one is found by counting trailing zeros, not by a branch per byte."""
@@ -116,7 +116,7 @@ def _ascii_run(buf, p, end, bits):
     return p
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _run(roles, buf, p, end, bits):
     """End of the run of code points from ``p`` whose roles include any of ``bits``. A run that starts
     in ASCII goes eight bytes per step (:func:`_ascii_run`) for the roles that allow it."""
@@ -133,7 +133,7 @@ def _run(roles, buf, p, end, bits):
     return p
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _digits(roles, buf, p, end, max_digits):
     """End of ``\\p{N}{1,max_digits}`` from ``p`` (a digit; ``max_digits`` 0 = unbounded)."""
     count = 0
@@ -146,7 +146,7 @@ def _digits(roles, buf, p, end, max_digits):
     return p
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _non_ascii_folds(roles, buf, p, any_case):
     """Whether the non-ASCII character at ``p`` may match a contraction letter: only under ``(?i)``,
     and only a character whose case-folding orbit holds one (the VM decides those)."""
@@ -156,7 +156,7 @@ def _non_ascii_folds(roles, buf, p, any_case):
     return (roles[cp] & ROLE_FOLDS_TO_CONTRACTION) != 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _contraction(roles, buf, p, end, any_case):
     """End of a contraction ('s 't 're 've 'm 'll 'd) at ``p``, ``p`` when there is none, or DEFER."""
     if p >= end or buf[p] != _APOSTROPHE or p + 1 >= end:
@@ -182,7 +182,7 @@ def _contraction(roles, buf, p, end, any_case):
     return p
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _spaces(roles, buf, i, end, flags):
     """The whitespace alternatives at ``i`` (a whitespace character): ``\\s++$``, ``\\s*[\\r\\n]+``,
     ``\\s+(?!\\S)``, ``\\s+``, in that order."""
@@ -206,7 +206,7 @@ def _spaces(roles, buf, i, end, flags):
     return run_end
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _other_run(roles, buf, i, end, flags):
     """`` ?[^\\s\\p{L}\\p{N}]+`` (+ line breaks, + '/') at ``i``, or ``i`` when it does not match."""
     other = ROLE_LETTER | ROLE_NUMBER | ROLE_SPACE
@@ -230,7 +230,7 @@ def _other_run(roles, buf, i, end, flags):
     return p
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _other_or_spaces(roles, buf, i, end, flags, r):
     """The last alternatives of both shapes at ``i`` (roles ``r``): a run of other characters, then the
     whitespace rules; ``i`` when neither matches."""
@@ -242,7 +242,7 @@ def _other_or_spaces(roles, buf, i, end, flags, r):
     return i
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _words_at(roles, buf, i, end, flags, max_digits):
     """End of the SHAPE_WORDS match at ``i``; ``i`` when none matches; DEFER."""
     r, c, ln = _role_at(roles, buf, i, end)
@@ -274,7 +274,7 @@ def _words_at(roles, buf, i, end, flags, max_digits):
     return _other_or_spaces(roles, buf, i, end, flags, r)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _cased_core(roles, buf, p, end, lower_first):
     """The letter part of the two o200k word alternatives from ``p``: ``U*L+`` (``lower_first``) or
     ``U+L*``, where U / L are the upper / lower sets (both hold Lm, Lo and marks). End, or -1."""
@@ -296,7 +296,7 @@ def _cased_core(roles, buf, p, end, lower_first):
     return -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _cased_at(roles, buf, i, end, flags, max_digits):
     """End of the SHAPE_CASED (o200k) match at ``i``; ``i`` when none matches; DEFER."""
     r, c, ln = _role_at(roles, buf, i, end)

@@ -13,7 +13,7 @@ WS_ESCAPE = 4
 WS_SUFFIX = 8
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _put_space(out, out_align, m, pos, escape):
     """Write one space at ``out[m]`` with alignment ``pos``: U+2581 when ``escape``, else " "; the new
     length."""

@@ -46,12 +46,12 @@ ID_USER_DEFINED = 1
 MISSING_UNK = -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _slot(key, mask):
     return ((key * np.int64(-7046029254386353131)) >> 24) & mask
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True)
 def trie_child(keys, children, node, byte):
     """Child of ``node`` along ``byte``, or -1."""
     mask = keys.shape[0] - 1
@@ -66,7 +66,7 @@ def trie_child(keys, children, node, byte):
         h = (h + 1) & mask
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _common_prefix(blob, offsets, a, b):
     """Length of the common prefix of keys ``a`` and ``b``."""
     sa = offsets[a]
@@ -132,7 +132,7 @@ DA_VALUE = 2
 SEARCH_TRIES = 16  # a free row that failed this often as a first-child candidate leaves the search list
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _unlink(nxt, prv, r):
     a = prv[r]
     b = nxt[r]
@@ -214,7 +214,7 @@ def build_double_array(n_nodes, edge_start, edge_byte, edge_child, node_value, d
     return used
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def da_child(da, row, byte):
     """Row of the child of ``row`` along ``byte``, or -1."""
     c = np.int64(da[row, DA_BASE]) + byte
@@ -223,7 +223,7 @@ def da_child(da, row, byte):
     return np.int64(-1)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _char_len(b0):
     """sentencepiece ``OneCharLen`` (a stray continuation byte counts as one character)."""
     if b0 < 0xC0:
@@ -235,7 +235,7 @@ def _char_len(b0):
     return 4
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id, unk_score,
              best_score, best_start, best_id, start_score):
     """Best path over ``buf[s:e]``; fills ``best_*[k]`` for byte offsets k = 0..e-s (relative), the
@@ -333,7 +333,7 @@ def _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id, unk_score,
     return margin, largest
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _exact_id(buf, s, e, da):
     node = np.int64(0)
     for k in range(s, e):
@@ -343,7 +343,7 @@ def _exact_id(buf, s, e, da):
     return np.int64(da[node, DA_VALUE]) if e > s else np.int64(-1)
 
 
-@njit(cache=True, nogil=True, inline="always")  # per word on the HF path: a call would cost ~10%
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)  # per word on the HF path: a call would cost ~10%
 def emit_path(buf, s, e, best_start, best_id, da, byte_ids, arith, unk_id, byte_fallback,
               out_ids, out_starts, out_ends, n_out, path_start, path_end):
     """Backtrack the Viterbi result of ``buf[s:e]`` and append its tokens at ``out_*[n_out:]``: pieces

@@ -228,7 +228,7 @@ def make_unigram_hf_session(pipe, spans, bufs, lattice):
     return s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _copy_unnormalized(buf, start, end, out, out_src):
     """``buf[start:end]`` into ``out`` with each byte its own source offset (no charsmap); its length."""
     for k in range(start, end):
@@ -248,7 +248,7 @@ WM_HASH, WM_BSTART, WM_BLEN, WM_ISTART, WM_ILEN, WM_PSTART, WM_PLEN, WM_CHARS = 
 F32_UNIT = 5.9604644775390625e-08
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _next_word_end(buf, p, n):
     """First character start after ``p`` (stepping as the Viterbi does) holding U+2581, else ``n``."""
     q = p + _char_len(buf[p])
@@ -259,7 +259,7 @@ def _next_word_end(buf, p, n):
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _word_slot(h, buf, p, q, wc_meta, wc_bytes):
     """The slot of word ``buf[p:q]`` (hash ``h``): where it is, or the empty slot it would take."""
     mask = wc_meta.shape[0] - 1
@@ -300,7 +300,7 @@ def encode_words_spm(buf, n, vocab, lattice, words, out_ids, n_out, tok_starts, 
                            out_ids, n_out, tok_starts, tok_ends)
 
 
-# without numba's reference counting (see kernels.fused._bpe_docs_core): the Viterbi's inlined helpers
+# without numba's reference counting (see kernels.fused.encode_docs_bpe): the Viterbi's inlined helpers
 # take arrays and would pay an atomic incref/decref per call
 @njit(cache=True, nogil=True, _nrt=False)
 def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out, tok_starts, tok_ends):
@@ -393,7 +393,7 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
     return n_out
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _certain(h, margin, largest, chars):
     """Whether a word's exact-arithmetic path (comparison ``margin``, largest ``|score|``, ``chars``
     characters) is also the float32 Viterbi's when the path arrives with score ``h``: no score reset
@@ -475,7 +475,7 @@ def _load_text(sp, text):
     return True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _text_result(io):
     status = io[1]
     if status == STATUS_DONE:

@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def decode_at(buf, p):
     """(code point, length) of the UTF-8 sequence starting at ``buf[p]`` (valid UTF-8 assumed: the lead
     byte sets the length, continuation bytes are not checked)."""

@@ -31,7 +31,7 @@ MAX_LOCAL = 16  # code points one input character may become before reordering (
 EDGE_MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as a wrapping int64
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _decode(buf, i):
     """(code point, byte length) of the UTF-8 character starting at ``buf[i]`` (valid UTF-8)."""
     b = np.int64(buf[i])
@@ -45,7 +45,7 @@ def _decode(buf, i):
             | ((np.int64(buf[i + 2]) & 0x3F) << 6) | (np.int64(buf[i + 3]) & 0x3F)), 4
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _encode(cp, src, out, out_align, n):
     """Append the UTF-8 of ``cp`` to ``out``, every byte aligned to ``src``; returns the new length."""
     if cp < 0x80:
@@ -75,7 +75,7 @@ def _encode(cp, src, out, out_align, n):
     return n + 4
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _find(keys, cp):
     """Index of ``cp`` in the sorted int32 array ``keys``, or -1. O(log n)."""
     lo = 0
@@ -92,7 +92,7 @@ def _find(keys, cp):
     return -1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _emit_final(cp, src, flags, low_keys, low_off, low_data, opts, out, out_align, n):
     """Last two BERT steps for one code point: drop nonspacing marks, lowercase, write UTF-8."""
     f = flags[cp]
@@ -258,7 +258,7 @@ def bert_pre_tokenize(buf, starts, ends, n_pieces, flags, isolate_punct, out_sta
     return n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _edge_slot(node, byte, edges):
     """Row of edge (node, byte) in the open-addressing table ``edges`` (found, or the empty row).
 

@@ -113,7 +113,7 @@ def decode_utf8(buf, start, end, cps, offs):
     return n
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True)
 def _flag_at(cps, flags, pos, n):
     """Flags of code point ``pos`` of the piece, -1 outside it (llama.cpp's empty flags)."""
     if pos < 0 or pos >= n:
@@ -124,24 +124,24 @@ def _flag_at(cps, flags, pos, n):
     return np.int64(flags[cp])
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True)
 def _is_cat(f, cat):
     return f >= 0 and (f & CAT_MASK) == cat
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True)
 def _is_ws(f):
     return f >= 0 and (f & WS_BIT) != 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True)
 def _is_other(f):
     """``[^\\s\\p{L}\\p{N}]`` as llama.cpp's splitters test it: any in-range code point that is not
     whitespace, letter or number (unassigned code points included)."""
     return f >= 0 and (f & WS_BIT) == 0 and (f & CAT_MASK) != LETTER and (f & CAT_MASK) != NUMBER
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True)
 def _ascii_lower(c):
     if 65 <= c <= 90:
         return c + 32
@@ -523,7 +523,7 @@ def digit_group_split(buf, starts, ends, n_pieces, flags, cps, offs, out_starts,
     return n_out
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True)
 def _is_han(cp):
     """llama.cpp's ``unicode_cpt_is_han``: the CJK ideograph blocks it lists (not Unicode's Script=Han)."""
     return ((0x4E00 <= cp <= 0x9FFF) or (0x3400 <= cp <= 0x4DBF) or (0x20000 <= cp <= 0x2A6DF)
@@ -531,12 +531,12 @@ def _is_han(cp):
             or (0x2CEB0 <= cp <= 0x2EBEF) or (0xF900 <= cp <= 0xFAFF) or (0x2F800 <= cp <= 0x2FA1F))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True)
 def _cpt_at(cps, pos, n):
     return cps[pos] if 0 <= pos < n else -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True)
 def _letter_not_han(cps, flags, pos, n):
     return _is_cat(_flag_at(cps, flags, pos, n), LETTER) and not _is_han(_cpt_at(cps, pos, n))
 
@@ -751,7 +751,7 @@ class LlamaCppRegexSplit:
 # WPM (bert): llama.cpp's word preprocessing (llm_tokenizer_wpm_session::preprocess)
 # --------------------------------------------------------------------------------------------------
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True)
 def _is_chinese(cp):
     """llama.cpp's CJK ranges, copied from HF's BERT (2B920 rather than 2B820 included)."""
     return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
@@ -759,7 +759,7 @@ def _is_chinese(cp):
             or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, forceinline=True)
 def _put_utf8(out, pos, cp):
     if cp < 0x80:
         out[pos] = cp
