@@ -372,3 +372,31 @@ def test_api_and_anchor_syntaxes():
     assert s.dtype == np.int64 and s.tolist() == [0, 7] and e.tolist() == [6, 13]
     with pytest.raises(ValueError):
         CompiledRegex("a", unicode_table="nope")
+
+
+@pytest.mark.parametrize("bad", [
+    b"abc\xc3",  # 2-byte sequence cut after its lead byte
+    b"abc\xe4\xb8",  # 3-byte sequence cut
+    b"abc\xf0\x9f\x98",  # 4-byte sequence cut
+    b"abc\x80",  # continuation byte with no lead
+    b"\xff abc",  # never valid in UTF-8
+    b"ab\xed\xa0\x80cd",  # an encoded surrogate
+])
+def test_find_spans_rejects_invalid_utf8(bad):
+    """The VM decodes without checks, so a sequence cut at the end of the span would read past it:
+    find_spans refuses such bytes with a typed error (Python's own UTF-8 decoder is the judge)."""
+    from tokjit.errors import InputError
+    with pytest.raises(UnicodeDecodeError):
+        bad.decode("utf-8")
+    r = CompiledRegex(O200K)
+    for buf in (bad, bytearray(bad), np.frombuffer(bad, np.uint8)):
+        with pytest.raises(InputError, match="invalid UTF-8"):
+            r.find_spans(buf)
+    valid = "aé😀 b".encode()  # a span may cut a sequence, even when the buffer is whole
+    with pytest.raises(InputError, match="invalid UTF-8"):
+        r.find_spans(valid, 0, 2)
+    with pytest.raises(InputError, match="outside"):
+        r.find_spans(valid, 0, len(valid) + 1)
+    with pytest.raises(InputError, match="surrogate"):
+        r.find_spans("a\ud800b")
+    assert r.find_spans(valid, 0, 3)[1].tolist() == [3]

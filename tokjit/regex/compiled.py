@@ -5,8 +5,11 @@ same :class:`~tokjit.regex.compiler.Program` arrays through :data:`~tokjit.kerne
 """
 from __future__ import annotations
 
+import codecs
+
 import numpy as np
 
+from tokjit.errors import InputError
 from tokjit.kernels.regex_vm import ERR_BUDGET, ERR_OUT_FULL, ERR_STACK_FULL, find_matches
 from tokjit.regex.compiler import compile_pattern
 
@@ -33,6 +36,7 @@ class CompiledRegex:
         self.unicode_table = unicode_table
         self.program = compile_pattern(pattern, syntax=syntax, unicode_table=unicode_table)
         self._step_budget_per_byte = step_budget_per_byte
+        self._gc = np.require(self.program.gc, np.uint8, ("C", "W"))  # the fused kernels' array type
 
     def __repr__(self):
         return f"CompiledRegex({self.pattern!r}, syntax={self.syntax!r}, unicode_table={self.unicode_table!r})"
@@ -44,10 +48,24 @@ class CompiledRegex:
         ``[start, end)`` must lie on character boundaries and is treated as the whole subject.
         """
         if isinstance(buf, str):
-            buf = buf.encode("utf-8")
-        arr = np.frombuffer(buf, np.uint8) if not isinstance(buf, np.ndarray) else buf
+            try:
+                buf = buf.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise InputError(f"text holds a lone surrogate at {e.start}: not valid UTF-8") from e
+        # one array type for the kernel whatever the caller holds (a read-only buffer is copied), so
+        # find_matches compiles once
+        arr = np.require(np.frombuffer(buf, np.uint8) if not isinstance(buf, np.ndarray) else buf,
+                         np.uint8, ("C", "W"))
         if end is None:
             end = arr.shape[0]
+        if not 0 <= start <= end <= arr.shape[0]:
+            raise InputError(f"span [{start}, {end}) outside a buffer of {arr.shape[0]} bytes")
+        try:
+            # the VM decodes UTF-8 without checks: a sequence cut at ``end`` would read past it
+            codecs.utf_8_decode(memoryview(arr)[start:end], "strict", True)
+        except UnicodeDecodeError as e:
+            raise InputError(f"invalid UTF-8 at byte {start + e.start} of the span [{start}, {end}): "
+                             f"{e.reason}") from e
         n = end - start
         prog = self.program
         out_cap = n // 2 + 16
@@ -62,7 +80,7 @@ class CompiledRegex:
                 budget = self._step_budget_per_byte * (n + 1) + 100_000
             params = np.array([use_memo, budget, prog.n_memo], np.int64)
             r = find_matches(arr, start, end, prog.prog, prog.rep_info, prog.cls_ascii,
-                             prog.cls_mask, prog.cls_neg, prog.cls_roff, prog.cls_ranges, prog.gc,
+                             prog.cls_mask, prog.cls_neg, prog.cls_roff, prog.cls_ranges, self._gc,
                              params, starts, ends, stack)
             if r >= 0:
                 return starts[:r].copy(), ends[:r].copy()

@@ -128,6 +128,7 @@ def agrees_with_vm(pattern: str, syntax: str, unicode_table: str, known, text: s
     from tokjit.regex.compiled import CompiledRegex
     shape, flags, max_digits, roles = known
     vm = CompiledRegex(pattern, syntax=syntax, unicode_table=unicode_table)
+    roles = np.require(roles, np.uint8, ("C", "W"))  # the fused kernels' array type: one compile
     for piece in [text, *text.split("\n")]:
         buf = np.frombuffer(bytearray(piece.encode("utf-8")), np.uint8)
         starts, ends = vm.find_spans(buf)
