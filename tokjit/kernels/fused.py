@@ -110,7 +110,8 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     cache = (borrow(c, "rows"), borrow(c, "byte_pool"), borrow(c, "id_pool"), borrow(c, "fill"))
     cache_rows, cache_bytes, cache_ids, cache_fill = cache
     cut_bits = (borrow(v, "pair_bits"), borrow(v, "unreachable_bits"))
-    flags, unk_id, max_len = vocab_scalars(v)
+    scalars = vocab_scalars(v)
+    flags, unk_id, max_len = scalars
     atom_ids, edge_bits = vocab[8], vocab[9]
     pair_bits = cut_bits[0]
     segmenting = (flags & FLAG_ATOMS) != 0
@@ -182,7 +183,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                                               n_out, n_ids, h, w0, w1)
                             n_out += n_ids
                             continue
-                    n_ids = bpe_core(vocab, (flags, unk_id, max_len), work, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
+                    n_ids = bpe_core(vocab, scalars, work, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
                                      tok_starts, tok_ends)
                     if cacheable:
                         cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids, n_out,

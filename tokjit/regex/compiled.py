@@ -6,12 +6,21 @@ same :class:`~tokjit.regex.compiler.Program` arrays through :data:`~tokjit.kerne
 from __future__ import annotations
 
 import codecs
+import functools
 
 import numpy as np
 
 from tokjit.errors import InputError
 from tokjit.kernels.regex_vm import ERR_BUDGET, ERR_OUT_FULL, ERR_STACK_FULL, find_matches
 from tokjit.regex.compiler import compile_pattern
+from tokjit.regex.unicode_tables import general_category_table
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel_gc(unicode_table: str) -> np.ndarray:
+    """The general-category table as the fused kernels take it (writable: one array type, so
+    find_matches compiles once); one copy per table and process, shared by every CompiledRegex."""
+    return np.require(general_category_table(unicode_table), np.uint8, ("C", "W"))
 
 
 class RegexBudgetError(RuntimeError):
@@ -36,7 +45,7 @@ class CompiledRegex:
         self.unicode_table = unicode_table
         self.program = compile_pattern(pattern, syntax=syntax, unicode_table=unicode_table)
         self._step_budget_per_byte = step_budget_per_byte
-        self._gc = np.require(self.program.gc, np.uint8, ("C", "W"))  # the fused kernels' array type
+        self._gc = _kernel_gc(unicode_table)
 
     def __repr__(self):
         return f"CompiledRegex({self.pattern!r}, syntax={self.syntax!r}, unicode_table={self.unicode_table!r})"
