@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.memops import load_word
+from tokjit.kernels.memops import load_word, nonneg
 
 SLOTS = 1 << 16
 ROW = 8
@@ -81,20 +81,20 @@ def cache_find_key(rows, byte_pool, buf, s, e, h, w0, w1):
     mask = rows.shape[0] - 1
     r = h & mask
     for _ in range(WINDOW):
-        meta = rows[r, 1]
+        meta = rows[nonneg(r), 1]
         if meta == 0:
             return -1
-        if rows[r, 0] == h and (meta & 0x7FFF) == n and rows[r, 2] == w0 and rows[r, 3] == w1:
+        if rows[nonneg(r), 0] == h and (meta & 0x7FFF) == n and rows[nonneg(r), 2] == w0 and rows[nonneg(r), 3] == w1:
             same = True
             if n > INLINE_BYTES:
                 off = meta >> 32
                 for k in range(n - INLINE_BYTES):
-                    if byte_pool[off + k] != buf[s + INLINE_BYTES + k]:
+                    if byte_pool[nonneg(off + k)] != buf[nonneg(s + INLINE_BYTES + k)]:
                         same = False
                         break
             if same:
                 if (meta & HIT) == 0:
-                    rows[r, 1] = meta | HIT
+                    rows[nonneg(r), 1] = meta | HIT
                 return r
         r = (r + 1) & mask
     return -1
@@ -103,14 +103,14 @@ def cache_find_key(rows, byte_pool, buf, s, e, h, w0, w1):
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def cache_emit(rows, id_pool, r, out, at):
     """Copy the ids of the piece in row ``r`` to ``out[at:]``; returns how many."""
-    k = (rows[r, 1] >> 16) & 0xFFFF
+    k = (rows[nonneg(r), 1] >> 16) & 0xFFFF
     if k <= INLINE_IDS:
         for i in range(k):
-            out[at + i] = (rows[r, 4 + (i >> 1)] >> (32 * (i & 1))) & _LOW32
+            out[nonneg(at + i)] = (rows[nonneg(r), 4 + (i >> 1)] >> (32 * (i & 1))) & _LOW32
     else:
-        i0 = rows[r, 4]
+        i0 = rows[nonneg(r), 4]
         for i in range(k):
-            out[at + i] = id_pool[i0 + i]
+            out[nonneg(at + i)] = id_pool[nonneg(i0 + i)]
     return k
 
 

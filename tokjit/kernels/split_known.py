@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from tokjit.kernels.memops import load_word
+from tokjit.kernels.memops import load_word, nonneg
 from tokjit.kernels.utf8 import decode_at
 
 SHAPE_VM = 0
@@ -60,11 +60,11 @@ def _role_at(roles, buf, p, end):
     """(roles bits, code point, length) at ``p``; (0, -1, 0) at ``end``."""
     if p >= end:
         return 0, np.int64(-1), 0
-    b0 = buf[p]
+    b0 = buf[nonneg(p)]
     if b0 < 0x80:
-        return np.int64(roles[b0]), np.int64(b0), 1
+        return np.int64(roles[nonneg(b0)]), np.int64(b0), 1
     cp, ln = decode_at(buf, p)
-    return np.int64(roles[cp]), cp, ln
+    return np.int64(roles[nonneg(cp)]), cp, ln
 
 
 _ONES = np.uint64(0x0101010101010101)
@@ -121,9 +121,9 @@ def _run(roles, buf, p, end, bits):
     """End of the run of code points from ``p`` whose roles include any of ``bits``. A run that starts
     in ASCII goes eight bytes per step (:func:`_ascii_run`) for the roles that allow it."""
     if (bits == ROLE_LETTER or bits == ROLE_NUMBER or bits == ROLE_UPPER or bits == ROLE_LOWER) \
-            and p < end and buf[p] < 0x80:
+            and p < end and buf[nonneg(p)] < 0x80:
         p = _ascii_run(buf, p, end, bits)
-        if p >= end or buf[p] < 0x80:
+        if p >= end or buf[nonneg(p)] < 0x80:
             return p
     while p < end:
         r, _, ln = _role_at(roles, buf, p, end)
@@ -153,15 +153,15 @@ def _non_ascii_folds(roles, buf, p, any_case):
     if not any_case:
         return False
     cp, _ = decode_at(buf, p)
-    return (roles[cp] & ROLE_FOLDS_TO_CONTRACTION) != 0
+    return (roles[nonneg(cp)] & ROLE_FOLDS_TO_CONTRACTION) != 0
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _contraction(roles, buf, p, end, any_case):
     """End of a contraction ('s 't 're 've 'm 'll 'd) at ``p``, ``p`` when there is none, or DEFER."""
-    if p >= end or buf[p] != _APOSTROPHE or p + 1 >= end:
+    if p >= end or buf[nonneg(p)] != _APOSTROPHE or p + 1 >= end:
         return p
-    c1 = np.int64(buf[p + 1])
+    c1 = np.int64(buf[nonneg(p + 1)])
     if c1 >= 0x80:
         return DEFER if _non_ascii_folds(roles, buf, p + 1, any_case) else p
     if any_case and 65 <= c1 <= 90:
@@ -172,7 +172,7 @@ def _contraction(roles, buf, p, end, any_case):
         return p
     if p + 2 >= end:
         return p
-    c2 = np.int64(buf[p + 2])
+    c2 = np.int64(buf[nonneg(p + 2)])
     if c2 >= 0x80:
         return DEFER if _non_ascii_folds(roles, buf, p + 2, any_case) else p
     if any_case and 65 <= c2 <= 90:
@@ -192,14 +192,14 @@ def _spaces(roles, buf, i, end, flags):
     if (flags & SPACE_TO_BREAK) != 0:
         k = run_end - 1
         while k >= i:
-            b = buf[k]
+            b = buf[nonneg(k)]
             if b == 10 or b == 13:
                 return k + 1  # \s* gives back up to the last line break of the run
             k -= 1
     if run_end == end:
         return end  # (?!\S) holds at the end of the segment
     last = run_end - 1
-    while last > i and (buf[last] & 0xC0) == 0x80:
+    while last > i and (buf[nonneg(last)] & 0xC0) == 0x80:
         last -= 1
     if last > i:
         return last  # \s+ gives back its last character so that (?!\S) holds
@@ -211,7 +211,7 @@ def _other_run(roles, buf, i, end, flags):
     """`` ?[^\\s\\p{L}\\p{N}]+`` (+ line breaks, + '/') at ``i``, or ``i`` when it does not match."""
     other = ROLE_LETTER | ROLE_NUMBER | ROLE_SPACE
     p = i
-    if buf[p] == 32:
+    if buf[nonneg(p)] == 32:
         r1, _, _ = _role_at(roles, buf, p + 1, end)
         if p + 1 < end and (r1 & other) == 0:
             p += 1
@@ -225,7 +225,7 @@ def _other_run(roles, buf, i, end, flags):
         p += ln
     if (flags & (OTHER_THEN_BREAKS | OTHER_THEN_BREAKS_SLASH)) != 0:
         slash = (flags & OTHER_THEN_BREAKS_SLASH) != 0
-        while p < end and (buf[p] == 10 or buf[p] == 13 or (slash and buf[p] == 47)):
+        while p < end and (buf[nonneg(p)] == 10 or buf[nonneg(p)] == 13 or (slash and buf[nonneg(p)] == 47)):
             p += 1
     return p
 
@@ -288,7 +288,7 @@ def _cased_core(roles, buf, p, end, lower_first):
     k = u_end
     while k > p:
         k -= 1
-        while k > p and (buf[k] & 0xC0) == 0x80:
+        while k > p and (buf[nonneg(k)] & 0xC0) == 0x80:
             k -= 1
         rk, _, lnk = _role_at(roles, buf, k, end)
         if (rk & ROLE_LOWER) != 0:
@@ -340,8 +340,8 @@ def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, ou
             continue
         if n >= cap:
             return OUT_FULL
-        out_starts[n] = i
-        out_ends[n] = j
+        out_starts[nonneg(n)] = i
+        out_ends[nonneg(n)] = j
         n += 1
         i = j
     return n
