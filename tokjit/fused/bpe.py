@@ -104,6 +104,7 @@ class _BPEThread:
                                             np.zeros(model.touched.shape[0], np.int64), self.cache)
         # indexed by parse_special
         self.sessions = tuple(structs.make_bpe_session(pipe, self.spans, self.bpe) for pipe in pipes)
+        self.session_addrs = structs.addresses(self.sessions)  # what the text kernel takes
 
 
 class FusedBPE(FusedPath):

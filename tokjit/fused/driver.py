@@ -29,7 +29,7 @@ def doc_sizes(doc_starts: np.ndarray, doc_ends: np.ndarray) -> tuple[int, int, i
 class FusedPath:
     """The one driver of every fused family.
 
-    Single text (``encode_list``): the family's ``text_kernel(session, text_bytes)`` runs through its
+    Single text (``encode_list``): the family's ``text_kernel(session_address, text_bytes)`` runs through its
     raw entry point on this thread's buffers (``_thread``) and returns the id count in ``out``, or a
     negative code that ``_recover`` answers (larger buffers, or the staged pipeline for this text).
     Batch (``encode_texts``): one buffer cut into contiguous chunks of about equal bytes, one chunk
@@ -37,7 +37,8 @@ class FusedPath:
     by the staged pipeline and spliced in (``_splice``).
 
     A family sets ``tok``, ``text_kernel``, ``_local`` (a ``threading.local``) and ``_entry = None``, and
-    implements ``_thread(longest=0)`` and ``encode_docs``."""
+    implements ``_thread(longest=0)`` (a thread state with ``sessions`` and their ``session_addrs``,
+    :func:`~tokjit.kernels.structs.addresses`) and ``encode_docs``."""
 
     text_kernel = None
 
@@ -76,13 +77,13 @@ class FusedPath:
                 st = path._thread()
             entry = path._entry
             if entry is None:
-                entry = path._entry = kernel_entry(path.text_kernel, st.sessions[0], data)
-            n = entry(st.sessions[parse_special], data)
+                entry = path._entry = kernel_entry(path.text_kernel, st.session_addrs[0], data)
+            n = entry(st.session_addrs[parse_special], data)
             while n < 0:
                 st = path._recover(n, st, data, parse_special)
                 if type(st) is list:
                     return post_process(st) if add_special_tokens else st
-                n = entry(st.sessions[parse_special], data)
+                n = entry(st.session_addrs[parse_special], data)
             out = st.out_view[:n].tolist()
             return post_process(out) if add_special_tokens else out
 

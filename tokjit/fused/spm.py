@@ -83,6 +83,7 @@ class _SPMThread:
                                             np.zeros(model.touched.shape[0], np.int64), self.cache)
         self.sessions = tuple(kernel.make_spm_session(pipe, self.spans.struct, self.bpe, self.buffers)
                               for pipe in pipes)
+        self.session_addrs = structs.addresses(self.sessions)  # what the text kernel takes
 
 
 class FusedSentencePiece(FusedPath):

@@ -84,6 +84,7 @@ class _UnigramThread:
             np.empty(norm + 1, np.int64), np.empty(norm + 1, np.int64))
         self.words = words
         self.sessions = tuple(path._session(pipe, self) for pipe in path.pipes)
+        self.session_addrs = structs.addresses(self.sessions)  # what the text kernel takes
 
 
 def _vocab(model: UnigramModel):

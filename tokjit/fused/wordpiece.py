@@ -54,6 +54,7 @@ class _WordPieceThread:
             np.empty(norm, np.uint8), np.empty(norm + 1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64))
         self.sessions = tuple(kernel.make_wordpiece_session(pipe, self.spans.struct, self.buffers)
                               for pipe in pipes)
+        self.session_addrs = structs.addresses(self.sessions)  # what the text kernel takes
 
 
 class FusedWordPiece(FusedPath):

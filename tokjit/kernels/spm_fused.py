@@ -23,7 +23,7 @@ from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, 
                                 scratch_tables, vocab_scalars, vocab_tables)
 from tokjit.kernels.fused import GROW, load_single_text
 from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_put
-from tokjit.kernels.structs import borrow
+from tokjit.kernels.structs import borrow, struct_at
 
 _I64 = types.int64[::1]
 _U8 = types.uint8[::1]
@@ -81,10 +81,13 @@ def make_spm_session(pipe, spans, bpe, bufs):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def encode_text_spm(session, text):
+def encode_text_spm(session_address, text):
     """One text (``bytes``) through :func:`encode_docs_spm`; returns the number of ids in
     ``spans.out``, or GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small.
-    The single-text entry point: two arguments to unbox, no allocation, no reference counting."""
+    The single-text entry point: two arguments to unbox, no allocation, no reference counting.
+    ``session_address`` is the thread's SPM_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
+    which numba unboxes ~0.1 us faster than the structure."""
+    session = struct_at(session_address, SPM_SESSION)
     sp = borrow(session, "spans")
     if not load_single_text(sp, text, 3 * len(text) + 4):
         return GROW

@@ -24,7 +24,7 @@ from tokjit.kernels.added_tokens import find_added_tokens
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
 from tokjit.kernels.split import metaspace_pieces
 from tokjit.kernels import structs
-from tokjit.kernels.structs import borrow
+from tokjit.kernels.structs import borrow, struct_at
 from tokjit.kernels.charsmap import hf_normalize, spm_normalize
 from tokjit.kernels.fused import GROW
 from tokjit.kernels.lookup import bytes_equal, hash_bytes
@@ -444,10 +444,13 @@ def _word_reserve(buf, p, q, word_hash, slot, n_ids, n_path, chars, margin, larg
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def encode_text_unigram_spm(session, text):
+def encode_text_unigram_spm(session_address, text):
     """One text (``bytes``) through :func:`encode_docs_unigram_spm`; returns the number of ids in
     ``spans.out``, GROW (``spans.io[1]`` says which buffer, ``io[2]`` how much) or MISSING. The
-    single-text entry point: two arguments to unbox, no allocation."""
+    single-text entry point: two arguments to unbox, no allocation.
+    ``session_address`` is the thread's UNIGRAM_SPM_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
+    which numba unboxes ~0.1 us faster than the structure."""
+    session = struct_at(session_address, UNIGRAM_SPM_SESSION)
     sp = borrow(session, "spans")
     if not _load_text(sp, text):
         return GROW
@@ -626,8 +629,9 @@ PREPEND_NEVER = 2
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def encode_text_unigram_hf(session, text):
-    """:func:`encode_text_unigram_spm` for :func:`encode_docs_unigram_hf`."""
+def encode_text_unigram_hf(session_address, text):
+    """:func:`encode_text_unigram_spm` for :func:`encode_docs_unigram_hf` (a UNIGRAM_HF_SESSION)."""
+    session = struct_at(session_address, UNIGRAM_HF_SESSION)
     sp = borrow(session, "spans")
     if not _load_text(sp, text):
         return GROW

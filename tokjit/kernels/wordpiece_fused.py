@@ -18,7 +18,7 @@ from numba.experimental import structref
 
 from tokjit.kernels.added_tokens import find_added_tokens, trie_arrays
 from tokjit.kernels import structs
-from tokjit.kernels.structs import borrow
+from tokjit.kernels.structs import borrow, struct_at
 from tokjit.kernels.fused import FALLBACK, GROW, load_single_text
 from tokjit.kernels.lookup import lookup_bytes
 from tokjit.kernels.wordpiece import bert_normalize, bert_pre_tokenize, wordpiece_encode
@@ -144,11 +144,14 @@ def make_wordpiece_session(pipe, spans, bufs):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def encode_text_wordpiece(session, text):
+def encode_text_wordpiece(session_address, text):
     """One text (``bytes``) through :func:`encode_docs_wordpiece`; returns the number of ids in
     ``spans.out``, GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small, or
     FALLBACK when the text needs the staged path (its error, or a huge combining run). The
-    single-text entry point: two arguments to unbox, no allocation."""
+    single-text entry point: two arguments to unbox, no allocation.
+    ``session_address`` is the thread's WORDPIECE_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
+    which numba unboxes ~0.1 us faster than the structure."""
+    session = struct_at(session_address, WORDPIECE_SESSION)
     sp = borrow(session, "spans")
     expansion = borrow(borrow(borrow(session, "pipe"), "normalizer"), "expansion")
     if not load_single_text(sp, text, 2 * expansion * len(text) + 2):
