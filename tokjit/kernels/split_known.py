@@ -297,8 +297,52 @@ def _cased_core(roles, buf, p, end, lower_first):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _cased_ascii_word(buf, i, end):
+    """End of the o200k word match at ``i`` when all of it is ASCII and decided within one 8-byte
+    load, else -1 (the general path decides). Most pieces of English and code are such words.
+
+    In ASCII the upper and lower sets are disjoint, so ``[prefix]? U* L+`` is the prefix, every
+    upper letter, then at least one lower letter, and ``U+ L*`` (tried when that fails) the prefix
+    and the upper letters; the match is settled when the letters end at the segment's end or before
+    an ASCII byte other than an apostrophe (a contraction may follow one; a non-ASCII character may
+    be a letter or mark of either set)."""
+    b = buf[nonneg(i)]
+    if b >= 0x80:
+        return -1
+    q = i
+    if not ((0x41 <= b <= 0x5A) or (0x61 <= b <= 0x7A)):
+        if (0x30 <= b <= 0x39) or b == 10 or b == 13:
+            return -1
+        q = i + 1  # [^\r\n\p{L}\p{N}] taken as the prefix
+    m = end - q
+    if m <= 0:
+        return -1
+    if m > 8:
+        m = 8
+    w = load_word(buf, q, m)
+    # bytes past m load as 0, which is no letter: a run stops there at the latest
+    not_upper = ~_ascii_members(w, ROLE_UPPER) & _HIGH
+    if not_upper == 0:
+        return -1  # (trailing_zeros(0) is undefined)
+    n_upper = np.int64(trailing_zeros(not_upper) >> 3)
+    not_lower = (~_ascii_members(w, ROLE_LOWER) & _HIGH) >> np.uint64(8 * n_upper)
+    n_lower = 8 - n_upper if not_lower == 0 else np.int64(trailing_zeros(not_lower) >> 3)
+    run_end = q + n_upper + n_lower
+    if n_upper + n_lower == 0 or (n_upper + n_lower >= m and run_end < end):
+        return -1
+    if run_end < end:
+        t = buf[nonneg(run_end)]
+        if t >= 0x80 or t == _APOSTROPHE:
+            return -1
+    return run_end
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _cased_at(roles, buf, i, end, flags, max_digits):
     """End of the SHAPE_CASED (o200k) match at ``i``; ``i`` when none matches; DEFER."""
+    j = _cased_ascii_word(buf, i, end)
+    if j >= 0:
+        return j
     r, c, ln = _role_at(roles, buf, i, end)
     any_case = (flags & CONTRACTIONS_ANY_CASE) != 0
     prefix = c != 10 and c != 13 and (r & (ROLE_LETTER | ROLE_NUMBER)) == 0
