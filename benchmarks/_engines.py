@@ -3,7 +3,11 @@
 Shared by ``benchmarks/compare.py`` (one printed comparison) and the asv suite
 (``benchmarks/bench_libraries.py``). Each library is an :class:`Engine` with
 
-* ``encode``: its fastest single-text call (what a per-call loop uses),
+* ``encode``: its fastest single-text call returning a list of ids (what a per-call loop uses); a
+  library whose single-text call returns an array (gigatoken) is called as a caller who wants a list
+  writes it, with ``.tolist()``,
+* ``encode_np``: its single-text call returning a numpy array, where it has one (tokjit and tiktoken
+  ``encode_to_numpy``, gigatoken ``encode``),
 * ``batch``: its list-of-lists batch API, keyed by thread count (``1`` and ``ALL_THREADS``),
 * ``flat``: its flat bulk API (one buffer of ids plus offsets), where it has one.
 
@@ -89,10 +93,11 @@ class Unavailable(Exception):
 class Engine:
     library: str
     role: str                                   # "tokjit", "reference" or "peer"
-    encode: Callable[[str], object]
+    encode: Callable[[str], object]             # one text -> list of ids
     batch: dict[int, Callable[[list[str]], object]] = field(default_factory=dict)
     flat: dict[int, Callable[[list[str]], object]] = field(default_factory=dict)
     note: str = ""                              # API limits worth printing (e.g. no thread control)
+    encode_np: Callable[[str], object] | None = None   # one text -> numpy array, where the library has it
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,6 +168,7 @@ def tokjit_engine(tok, spec: TokenizerSpec) -> Engine:
     return Engine(
         "tokjit", "tokjit",
         encode=lambda t: tok.encode(t, parse_special=ps),
+        encode_np=lambda t: tok.encode_to_numpy(t, parse_special=ps),
         batch={n: (lambda ts, n=n: tok.encode_batch(ts, num_threads=n, parse_special=ps))
                for n in sorted({1, ALL_THREADS})},
         flat={ALL_THREADS: lambda ts: tok.encode_batch_numpy(ts, num_threads=ALL_THREADS,
@@ -182,6 +188,8 @@ def _tiktoken(spec: TokenizerSpec) -> Engine:
     return Engine(
         "tiktoken", _role(spec, "tiktoken"),
         encode=enc.encode_ordinary,
+        # encode_ordinary's ids as an array: no special-token text is refused or matched
+        encode_np=lambda t: enc.encode_to_numpy(t, disallowed_special=()),
         batch={n: (lambda ts, n=n: enc.encode_ordinary_batch(ts, num_threads=n))
                for n in sorted({1, ALL_THREADS})},
     )
@@ -243,10 +251,12 @@ def _gigatoken(spec: TokenizerSpec) -> Engine:
     except Exception as exc:  # noqa: BLE001 - any load failure is what the report shows
         raise Unavailable(f"cannot load: {_one_line(exc)}") from None
     # parallel=True/False explicitly: gigatoken's default turns parallelism off in forked
-    # processes (asv's benchmark processes are forks).
+    # processes (asv's benchmark processes are forks). Its encode returns a numpy array: the
+    # list-returning call is that array's tolist(), what a caller who wants a list writes.
     return Engine(
         "gigatoken", "peer",
-        encode=g.encode,
+        encode=lambda t: g.encode(t).tolist(),
+        encode_np=g.encode,
         batch={1: lambda ts: g.encode_batch_list(ts, parallel=False),
                ALL_THREADS: lambda ts: g.encode_batch_list(ts, parallel=True)},
         flat={ALL_THREADS: lambda ts: g.encode_batch(ts, parallel=True)},

@@ -1,7 +1,8 @@
 """asv: tokjit next to its reference and the peers (gigatoken, fastokens), each at its best.
 
-Per-call latency of each library's fastest single-text call at three sizes (2 characters, one
-sentence, a 5 KB document), and its batch APIs (list-of-lists on 1 and all threads, flat buffer on
+Per-call latency of each library's fastest single-text call returning a list, and of its call
+returning a numpy array where it has one, at three sizes (2 characters, one sentence, a 5 KB
+document), and its batch APIs (list-of-lists on 1 and all threads, flat buffer on
 all threads) on English lines. Inputs come from pools of distinct texts, as in compare.py. Before
 anything is timed, the library's ids on held-out texts of the same pool are compared with the
 reference's: tokjit differing fails the benchmark; a peer differing, not installed or unable to
@@ -67,26 +68,37 @@ def _check(family: str, role: str, got, want) -> None:
 
 
 class PerCall:
-    """Time of one call of the library's fastest single-text encode. Sentences and 5 KB documents
-    cycle through a pool of distinct texts (as in compare.py), so a cache of whole inputs answers
-    only once asv has gone round the whole pool."""
+    """Time of one call of the library's fastest single-text encode returning a list of ids
+    (``Engine.encode``). Sentences and 5 KB documents cycle through a pool of distinct texts (as in
+    compare.py), so a cache of whole inputs answers only once asv has gone round the whole pool."""
 
     params = (list(ASV_TOKENIZERS), LIBRARY_ROLES, list(LATENCY_SIZES))
     param_names = ["tokenizer", "library", "size"]
     pool_size = 2000
+    call = "encode"
 
     def setup(self, family, role, size):
         self.engine = engine(family, role)
+        self.encode = getattr(self.engine, self.call)
+        if self.encode is None:
+            raise NotImplementedError(f"{self.engine.library} has no single-text call returning a numpy array")
         pool = LATENCY_SIZES[size](self.pool_size)
         # ids checked on the last texts of the pool; timing starts from its first
         checked = pool[-3:]
         ref = engine(family, "reference")
-        _check(family, role, [ids_of_one(self.engine.encode(t)) for t in checked],
+        _check(family, role, [ids_of_one(self.encode(t)) for t in checked],
                [ids_of_one(ref.encode(t)) for t in checked])
         self.texts = itertools.cycle(pool)
 
     def time_encode(self, family, role, size):
-        self.engine.encode(next(self.texts))
+        self.encode(next(self.texts))
+
+
+class PerCallNumpy(PerCall):
+    """:class:`PerCall` with the single-text call returning a numpy array (``Engine.encode_np``: tokjit
+    and tiktoken ``encode_to_numpy``, gigatoken ``encode``); libraries without one are skipped."""
+
+    call = "encode_np"
 
 
 class Batch:

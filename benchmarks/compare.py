@@ -7,7 +7,12 @@ For each tokenizer x corpus cell, every library that can load the tokenizer (tok
 tiktoken, HF ``tokenizers`` or sentencepiece; the peers gigatoken and fastokens, and HF where a
 tokenizer.json of a tiktoken encoding exists) is timed in each mode its API offers:
 
-* ``loop``: ``[encode(t) for t in lines]`` with the library's fastest single-text call,
+* ``loop``: ``[encode(t) for t in lines]`` with the library's fastest single-text call that
+  returns a list of ids (gigatoken's ``encode`` returns a numpy array: its loop calls
+  ``encode(t).tolist()``, as a caller who wants lists would),
+* ``loop/np``: the same loop over the single-text call that returns a numpy array, where the
+  library has one (tokjit and tiktoken ``encode_to_numpy``, gigatoken ``encode``), so no library
+  is timed building a list its peer does not build,
 * ``batch/1``, ``batch/N``: its list-of-lists batch API on 1 thread and on all N cores,
 * ``flat/N``: its flat bulk API (one id buffer plus offsets) on all cores, where it has one.
 
@@ -23,11 +28,13 @@ wall time (the library used more threads than asked). On a shared machine a long
 preempted more often than a short one, so besides wall-clock MB/s the summary gives the 1-thread
 ratio by CPU time too.
 
-Then per tokenizer: median latency of one call (microseconds) of the fastest single-text call on
-"Hi", on ~60-character English sentences and on 5 KB English documents (pools of distinct texts,
-each timed once per library; ids checked against the reference after timing). Ratios are
-tokjit / best other exact library (above 1: tokjit faster); the closing summary lists every place
-tokjit is behind. Reads ``../shared`` (or ``$TOKJIT_TEST_DATA``).
+Then per tokenizer: median latency of one call (microseconds) on "Hi", on ~60-character English
+sentences and on 5 KB English documents (pools of distinct texts, each timed once per library; ids
+checked against the reference after timing), once for the list-returning single-text call
+(``loop``) and once for the numpy-returning one (``loop/np``, libraries that have one). Ratios are
+tokjit / best other exact library (above 1: tokjit faster), list call against list calls and
+array call against array calls; the closing summary lists every place tokjit is behind. Reads
+``../shared`` (or ``$TOKJIT_TEST_DATA``).
 """
 
 from __future__ import annotations
@@ -47,9 +54,19 @@ from benchmarks._engines import (
 
 ONE_THREAD_CPU_LIMIT = 1.3
 
+# the per-call modes, each the Engine's single-text call it loops over: a list of ids, a numpy array
+SINGLE_CALLS = {"loop": "encode", "loop/np": "encode_np"}
+LATENCY_TITLES = {"loop": "single-text call returning a list",
+                  "loop/np": "single-text call returning a numpy array"}
+
+
+def single_call(engine: Engine, mode: str):
+    """The engine's single-text call of per-call ``mode``, or None when the library has none."""
+    return getattr(engine, SINGLE_CALLS[mode])
+
 
 def modes_of(engine: Engine) -> list[tuple[str, int]]:
-    out = [("loop", 1)]
+    out = [(mode, 1) for mode in SINGLE_CALLS if single_call(engine, mode) is not None]
     out += [("batch", n) for n in sorted(engine.batch)]
     out += [("flat", n) for n in sorted(engine.flat)]
     return out
@@ -57,19 +74,24 @@ def modes_of(engine: Engine) -> list[tuple[str, int]]:
 
 def all_modes() -> list[str]:
     threads = sorted({1, ALL_THREADS})
-    return ["loop"] + [f"batch/{n}" for n in threads] + [f"flat/{ALL_THREADS}"]
+    return list(SINGLE_CALLS) + [f"batch/{n}" for n in threads] + [f"flat/{ALL_THREADS}"]
+
+
+def label_of(mode: str, threads: int) -> str:
+    """A mode's label: ``loop``, ``loop/np`` (per-call modes, one thread), ``batch/1``, ``flat/N``, ..."""
+    return mode if mode in SINGLE_CALLS else f"{mode}/{threads}"
 
 
 def runner(engine: Engine, mode: str, threads: int, texts: list[str]):
-    if mode == "loop":
-        encode = engine.encode
+    if mode in SINGLE_CALLS:
+        encode = single_call(engine, mode)
         return lambda: [encode(t) for t in texts]
     fn = (engine.batch if mode == "batch" else engine.flat)[threads]
     return lambda: fn(texts)
 
 
 def as_id_lists(mode: str, out) -> list[list[int]]:
-    return [ids_of_one(x) for x in out] if mode == "loop" else ids_of_batch(out)
+    return [ids_of_one(x) for x in out] if mode in SINGLE_CALLS else ids_of_batch(out)
 
 
 def differing(got: list[list[int]], want: list[list[int]]) -> int:
@@ -84,7 +106,7 @@ def mode_labels(engines: dict[str, Engine | str]) -> list[str]:
     for engine in engines.values():
         if isinstance(engine, Engine):
             for mode, threads in modes_of(engine):
-                label = "loop" if mode == "loop" else f"{mode}/{threads}"
+                label = label_of(mode, threads)
                 if label not in labels:
                     labels.append(label)
     return labels
@@ -113,7 +135,7 @@ def measure_cell(engines: dict[str, Engine | str], parts: list[dict[str, list[st
             continue
         results[library] = {"status": "ok", "role": engine.role, "note": engine.note, "modes": {}}
         for mode, threads in modes_of(engine):
-            label = "loop" if mode == "loop" else f"{mode}/{threads}"
+            label = label_of(mode, threads)
             results[library]["modes"][label] = {"exact": True, "differing_lines": 0, "threads": threads,
                                                 "mb_s_runs": [], "cpu_runs": [], "cores_runs": []}
             jobs.append((library, label, engine, mode, threads))
@@ -173,7 +195,7 @@ def best(results: dict, library_filter, mode_filter=lambda label: True, key: str
 
 
 def one_thread(label: str) -> bool:
-    return label == "loop" or label.endswith("/1")
+    return label in SINGLE_CALLS or label.endswith("/1")
 
 
 def ratios(results: dict) -> dict:
@@ -189,6 +211,7 @@ def ratios(results: dict) -> dict:
     groups["best"] = (lambda lb: True, "mb_s")
     reference = next((lib for lib, res in results.items() if res.get("role") == "reference"), None)
     groups["vs reference: loop"] = (lambda lb: lb == "loop", "mb_s", reference)
+    groups["vs reference: loop/np"] = (lambda lb: lb == "loop/np", "mb_s", reference)
     groups["vs reference: 1 thread"] = (one_thread, "mb_s", reference)
     for name, (mode_filter, key, *against) in groups.items():
         ours = best(results, lambda lib: lib == "tokjit", mode_filter, key)
@@ -238,20 +261,21 @@ def print_cell(name: str, corpus: str, n_bytes: int, n_lines: int, results: dict
                   f"{r['other']:.2f} ({r['other_mode']}) -> {r['ratio']:.2f}x")
 
 
-def measure_latency(engines: dict[str, Engine | str], repeats: int, pool_size: int) -> dict:
-    """Median microseconds per call of each library's fastest single-text call, per size. Calls
-    are timed in groups (engines interleaved group by group); each group walks on through a pool
-    of distinct texts, so a text is seen at most once per library, and the ids of every pool text
-    are compared with the reference's after all timing."""
-    ref_library = next(lib for lib, e in engines.items() if isinstance(e, Engine) and e.role == "reference")
-    live = {lib: e for lib, e in engines.items() if isinstance(e, Engine)}
+def measure_latency(engines: dict[str, Engine | str], repeats: int, pool_size: int, mode: str = "loop") -> dict:
+    """Median microseconds per call of each library's single-text call of per-call ``mode`` (the
+    list-returning call, or with "loop/np" the array-returning one of the libraries that have it),
+    per size. Calls are timed in groups (engines interleaved group by group); each group walks on
+    through a pool of distinct texts, so a text is seen at most once per library, and the ids of
+    every pool text are compared with the reference's list call after all timing."""
+    reference = next(e for e in engines.values() if isinstance(e, Engine) and e.role == "reference")
+    live = {lib: e for lib, e in engines.items() if isinstance(e, Engine) and single_call(e, mode) is not None}
     groups = max(5, 3 * repeats)
     out: dict[str, dict] = {}
     for size, make_pool in LATENCY_SIZES.items():
         pool = make_pool(pool_size)
         plans = []
         for library, engine in live.items():
-            encode = engine.encode
+            encode = single_call(engine, mode)
             try:
                 encode("Warm up: 123 \u00e9t\u00e9.")
                 start = time.perf_counter()
@@ -273,7 +297,7 @@ def measure_latency(engines: dict[str, Engine | str], repeats: int, pool_size: i
                 for t in texts:
                     encode(t)
                 samples[library].append((time.perf_counter() - start) / calls * 1e6)
-        want = [ids_of_one(live[ref_library].encode(t)) for t in pool]
+        want = [ids_of_one(reference.encode(t)) for t in pool]
         for library, encode, _calls in plans:
             exact = [ids_of_one(encode(t)) for t in pool] == want
             out.setdefault(library, {})[size] = {"us": statistics.median(samples[library]),
@@ -281,13 +305,16 @@ def measure_latency(engines: dict[str, Engine | str], repeats: int, pool_size: i
     return out
 
 
-def print_latency(name: str, engines: dict, latency: dict) -> dict:
+def print_latency(name: str, engines: dict, latency: dict, mode: str = "loop") -> dict:
     sizes = list(LATENCY_SIZES)
-    print(f"\n== {name}: latency of one call, median us (fastest single-text call) ==")
+    print(f"\n== {name}: latency of one call, median us ({mode}: {LATENCY_TITLES[mode]}) ==")
     print(f"{'library':<22}" + "".join(f"{s:>12}" for s in sizes))
     for library, engine in engines.items():
         if not isinstance(engine, Engine):
-            print(f"{library:<22}  {engine}")
+            if mode == "loop":
+                print(f"{library:<22}  {engine}")
+            continue
+        if single_call(engine, mode) is None:
             continue
         row = latency.get(library, {})
         cells = []
@@ -380,9 +407,11 @@ def _run(args, n_bytes: int, repeats: int) -> int:
                                     "ratios": rat})
             sys.stdout.flush()
         if not args.no_latency:
-            latency = measure_latency(engines, repeats, 300 if args.quick else 1500)
-            rat = print_latency(name, engines, latency)
-            report["latency"][name] = {"libraries": latency, "ratios": rat}
+            report["latency"][name] = {}
+            for mode in SINGLE_CALLS:
+                latency = measure_latency(engines, repeats, 300 if args.quick else 1500, mode)
+                rat = print_latency(name, engines, latency, mode)
+                report["latency"][name][mode] = {"libraries": latency, "ratios": rat}
         sys.stdout.flush()
     print_summary(report)
     load1 = os.getloadavg()
@@ -403,7 +432,7 @@ def print_summary(report: dict) -> None:
     if not cells:
         return
     print("\n== summary: MB/s at each side's best exact mode; ratio = tokjit / best other ==")
-    print("   (1 thread: loop or batch/1, wall time; cpu: the same by CPU time; any: every mode)")
+    print("   (1 thread: loop, loop/np or batch/1, wall time; cpu: the same by CPU time; any: every mode)")
     header = (f"{'tokenizer':<12} {'corpus':<9}{'tokjit 1-thr':>13} {'best other, 1 thread':>30}"
               f"{'ratio':>7}{'cpu':>7}{'tokjit any':>12} {'best other, any mode':>30}{'ratio':>7}")
     print(header)
@@ -429,15 +458,17 @@ def print_summary(report: dict) -> None:
                 behind.append(f"{c['tokenizer']} x {c['corpus']} [{group}]: tokjit {r['tokjit']:.2f} "
                               f"({r['tokjit_mode']}) < {r['other_library']} {r['other']:.2f} "
                               f"({r['other_mode']}), {r['ratio']:.2f}x")
-    for name, lat in report["latency"].items():
-        for size, r in lat["ratios"].items():
-            if r["ratio"] < 1:
-                behind.append(f"{name} latency {size}: tokjit {r['tokjit_us']:.2f} us > "
-                              f"{r['other_library']} {r['other_us']:.2f} us ({r['ratio']:.2f}x)")
-    labels = all_modes() + ["vs reference: loop", "vs reference: 1 thread"]
-    print("\n== tokjit / best other exact library, per mode (wall time); last two columns: tokjit / "
-          "the reference alone, per-call loop and best 1-thread mode ==")
-    short = {"vs reference: loop": "ref:loop", "vs reference: 1 thread": "ref:1-thr"}
+    for name, by_mode in report["latency"].items():
+        for mode, lat in by_mode.items():
+            for size, r in lat["ratios"].items():
+                if r["ratio"] < 1:
+                    behind.append(f"{name} latency {size} [{mode}]: tokjit {r['tokjit_us']:.2f} us > "
+                                  f"{r['other_library']} {r['other_us']:.2f} us ({r['ratio']:.2f}x)")
+    labels = all_modes() + ["vs reference: loop", "vs reference: loop/np", "vs reference: 1 thread"]
+    print("\n== tokjit / best other exact library, per mode (wall time); last three columns: tokjit / "
+          "the reference alone, per-call loop (list, numpy array) and best 1-thread mode ==")
+    short = {"vs reference: loop": "ref:loop", "vs reference: loop/np": "ref:np",
+             "vs reference: 1 thread": "ref:1-thr"}
     print(f"{'tokenizer':<12} {'corpus':<9}" + "".join(f"{short.get(lb, lb):>10}" for lb in labels))
     for c in cells:
         rat = c["ratios"]
@@ -446,8 +477,9 @@ def print_summary(report: dict) -> None:
     not_exact = [f"{c['tokenizer']} x {c['corpus']}: {lib} {mode} differs on {m['differing_lines']} lines"
                  for c in cells for lib, res in c["libraries"].items()
                  for mode, m in res.get("modes", {}).items() if m.get("exact") is False]
-    not_exact += [f"{name} latency {size}: {lib} differs"
-                  for name, lat in report["latency"].items()
+    not_exact += [f"{name} latency {size} [{mode}]: {lib} differs"
+                  for name, by_mode in report["latency"].items()
+                  for mode, lat in by_mode.items()
                   for lib, sizes in lat["libraries"].items()
                   for size, m in sizes.items() if m.get("exact") is False]
     print(f"\n== where tokjit is behind ({len(behind)}) ==")

@@ -33,15 +33,23 @@ def test_quick_cell_end_to_end(shared, tmp_path, capsys):
     assert cell["tokenizer"] == "o200k_base" and cell["corpus"] == "english"
     libs = cell["libraries"]
     assert libs["tiktoken"]["role"] == "reference"
-    # every tokjit API (loop, batch on 1 and all threads, flat) returned tiktoken's ids
+    # every tokjit API (per-call loop returning lists and numpy arrays, batch on 1 and all threads,
+    # flat) returned tiktoken's ids; tiktoken's encode_to_numpy is timed beside its list call
     assert set(libs["tokjit"]["modes"]) == set(compare.all_modes())
+    assert {"loop", "loop/np"} <= set(libs["tiktoken"]["modes"])
+    assert libs["tiktoken"]["modes"]["loop/np"]["exact"]
+    assert cell["ratios"]["loop/np"]["other_library"] == "tiktoken"
     for label, m in libs["tokjit"]["modes"].items():
         assert m["exact"] and m["differing_lines"] == 0, label
         assert m["mb_s"] > 0 and m["mb_s_cpu"] > 0
     assert cell["ratios"]["best"]["other_library"] == "tiktoken"
-    lat = report["latency"]["o200k_base"]["libraries"]
-    for size in _engines.LATENCY_SIZES:
-        assert lat["tokjit"][size]["exact"] and lat["tokjit"][size]["us"] > 0
+    # latency of the list-returning and of the array-returning single-text call
+    assert set(report["latency"]["o200k_base"]) == set(compare.SINGLE_CALLS)
+    for mode in compare.SINGLE_CALLS:
+        lat = report["latency"]["o200k_base"][mode]["libraries"]
+        for size in _engines.LATENCY_SIZES:
+            assert lat["tokjit"][size]["exact"] and lat["tokjit"][size]["us"] > 0
+            assert lat["tiktoken"][size]["exact"]
     assert "o200k_base x english" in printed and "where tokjit is behind" in printed
 
 
@@ -63,11 +71,14 @@ def test_differing_library_is_marked_and_never_best(o200k_engines):
 
 
 def test_latency_ids_checked(o200k_engines):
-    wrong = _engines.Engine("wrong", "peer", encode=lambda t: [0])
+    import numpy as np
+
+    wrong = _engines.Engine("wrong", "peer", encode=lambda t: [0], encode_np=lambda t: np.zeros(1, np.int32))
     engines = {"tiktoken": o200k_engines["tiktoken"], "wrong": wrong}
-    lat = compare.measure_latency(engines, repeats=1, pool_size=20)
-    assert all(v["exact"] for v in lat["tiktoken"].values())
-    assert not any(v["exact"] for v in lat["wrong"].values())
+    for mode in compare.SINGLE_CALLS:
+        lat = compare.measure_latency(engines, repeats=1, pool_size=20, mode=mode)
+        assert all(v["exact"] for v in lat["tiktoken"].values())
+        assert not any(v["exact"] for v in lat["wrong"].values())
 
 
 def test_missing_peer_is_reported(shared, monkeypatch):

@@ -6,15 +6,25 @@ or the ids do not fit. Every text here is compared with the reference library, i
 across the first capacity, one the charsmap expands about elevenfold (U+FDFA is 3 bytes in, 33 out
 under NFKC), then short texts right after the long ones (the buffers are reused: nothing of an
 earlier text may reach a later one's ids), and the same texts as one batch.
+
+``encode_to_numpy`` makes the same kernel call and returns a new int32 array: the same texts (and
+Llama 3's byte-level BPE) against the reference, with the post-processor too, texts the byte-level
+kernel hands to the staged pipeline (FALLBACK) and a Qwen-style tokenizer's Unicode normal-form check.
 """
 
 from __future__ import annotations
 
+import json
+import unicodedata
+
+import numpy as np
 import pytest
 
 import tokjit
 from conftest import shared_path
 from tokjit.fused.driver import FusedPath
+from tokjit.kernels import fused as fused_kernel
+from tokjit.serving import metrics
 
 FAMILIES = {
     "llama2 .model (SentencePiece-BPE)": (("spm", "llama2", "tokenizer.model"), "sentencepiece"),
@@ -37,15 +47,23 @@ TEXTS = [_SENTENCE * k for k in (1, 29, 30, 31, 60, 200)] + [
 
 
 def _reference(kind: str, path: str):
+    """(ids of a text, parse_special that gives the reference's ids); with ``add_special_tokens`` the
+    ids HF's post-processor frames, or sentencepiece's with the model's BOS when it has one (what
+    tokjit's ``.model`` loader adds)."""
     if kind == "sentencepiece":
         spm = pytest.importorskip("sentencepiece")
         model = spm.SentencePieceProcessor(model_file=path)
-        return model.encode, False  # sentencepiece never parses control pieces in text
+        has_bos = model.bos_id() >= 0
+        # sentencepiece never parses control pieces in text
+        return (lambda text, add_special_tokens=False:
+                model.encode(text, add_bos=add_special_tokens and has_bos)), False
     hf = pytest.importorskip("tokenizers")
     tok = hf.Tokenizer.from_file(path)
     tok.no_padding()
     tok.no_truncation()
-    return (lambda text: tok.encode(text, add_special_tokens=False).ids), True  # HF matches added tokens
+    # HF matches added tokens
+    return (lambda text, add_special_tokens=False:
+            tok.encode(text, add_special_tokens=add_special_tokens).ids), True
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -94,3 +112,138 @@ def test_borrow_reads_the_same_fields_as_attribute_access():
                 and structs.borrow(v, "max_len") == v.max_len)
 
     assert same_memory(vocab)
+
+
+# encode_to_numpy: every fused family (byte-level BPE's file here, the others above), each text against
+# the reference library
+NUMPY_FAMILIES = {**FAMILIES,
+                  "llama3 tokenizer.json (byte-level BPE)": (("hf", "llama3", "tokenizer.json"), "tokenizers")}
+
+
+def _spy_recover(monkeypatch, path) -> list[int]:
+    """The negative codes ``path``'s single-text kernel returns from now on (its ``_recover`` calls)."""
+    codes: list[int] = []
+    recover = path._recover
+
+    def spy(code, st, data, parse_special):
+        codes.append(code)
+        return recover(code, st, data, parse_special)
+
+    monkeypatch.setattr(path, "_recover", spy)
+    return codes
+
+
+def _check_arrays(tok, results):
+    """Each array is int32, its own memory (not the thread's ``out``), and still holds its ids after
+    every later call reused the thread's buffers."""
+    out = tok._fused._local.st.out
+    for arr, ids in results:
+        assert type(arr) is np.ndarray and arr.dtype == np.int32 and arr.ndim == 1
+        assert not np.shares_memory(arr, out)
+        assert arr.tolist() == ids
+
+
+@pytest.mark.parametrize("family", list(NUMPY_FAMILIES))
+def test_encode_to_numpy_matches_reference(shared, monkeypatch, family):
+    """``encode_to_numpy`` makes ``encode``'s kernel call and returns a new int32 array: texts across
+    the first 1024-byte buffers (GROW), short ones after them, with and without the post-processor."""
+    parts, kind = NUMPY_FAMILIES[family]
+    path = str(shared_path("data", *parts))
+    ref, parse_special = _reference(kind, path)
+    tok = tokjit.load(path)
+    assert "encode_to_numpy" in vars(tok)  # the fused path's own function, not the staged pipeline
+    codes = _spy_recover(monkeypatch, tok._fused)
+    results = []
+    for text in TEXTS + TEXTS[::-1]:
+        arr = tok.encode_to_numpy(text, parse_special=parse_special)
+        assert arr.tolist() == ref(text), text[:60]
+        results.append((arr, arr.tolist()))
+    assert fused_kernel.GROW in codes
+    for text in TEXTS[:1] + TEXTS[-4:]:
+        arr = tok.encode_to_numpy(text, parse_special=parse_special, add_special_tokens=True)
+        assert arr.tolist() == ref(text, add_special_tokens=True), text[:60]
+        results.append((arr, arr.tolist()))
+    _check_arrays(tok, results)
+    # writing into a returned array changes nothing the tokenizer keeps
+    arr = tok.encode_to_numpy(TEXTS[0], parse_special=parse_special)
+    arr[:] = -1
+    assert tok.encode_to_numpy(TEXTS[0], parse_special=parse_special).tolist() == ref(TEXTS[0])
+    # with metrics on, the general route runs and counts the call
+    m = metrics.enable()
+    try:
+        assert tok.encode_to_numpy("Hi", parse_special=parse_special).tolist() == ref("Hi")
+        assert m.snapshot()["encode_calls"] == 1
+    finally:
+        metrics.disable()
+
+
+# a letter run pushes one backtracking frame per letter on the regex VM (no known-shape splitter
+# recognizes this pattern): past the VM's frame stack the kernel answers FALLBACK
+_VM_SPLIT = r"(?:\p{L}\p{M}*)+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+|\s+"
+
+
+def _variant(tmp_path, *, normalizer=None, split=None):
+    """GPT-4o's tokenizer.json with a normalizer, or another split regex, and a non-special added token
+    beside the special ones; ids of added tokens as HF assigns them."""
+    hf = pytest.importorskip("tokenizers")
+    data = json.loads(shared_path("data", "hf", "gpt4o", "tokenizer.json").read_text(encoding="utf-8"))
+    if normalizer is not None:
+        data["normalizer"] = normalizer
+    if split is not None:
+        for pre in data["pre_tokenizer"]["pretokenizers"]:
+            if pre["type"] == "Split":
+                pre["pattern"] = {"Regex": split}
+    data["added_tokens"] = data["added_tokens"] + [
+        {"id": 0, "content": "cafe", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+         "special": False}]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    ref = hf.Tokenizer.from_file(str(path))
+    for added in data["added_tokens"]:
+        added["id"] = ref.token_to_id(added["content"])
+    path.write_text(json.dumps(data), encoding="utf-8")
+    ref = hf.Tokenizer.from_file(str(path))
+    return tokjit.load(str(path)), (lambda text, add_special_tokens=False:
+                                    ref.encode(text, add_special_tokens=add_special_tokens).ids)
+
+
+def test_encode_to_numpy_fallback_matches_reference(shared, tmp_path, monkeypatch):
+    """Texts the byte-level kernel hands to the staged pipeline (FALLBACK), after growing its buffers
+    and with them already grown: HF's ids, as new int32 arrays."""
+    tok, ref = _variant(tmp_path, split=_VM_SPLIT)
+    assert "encode_to_numpy" in vars(tok)
+    codes = _spy_recover(monkeypatch, tok._fused)
+    texts = ["a" * 3000, "cafe " + "é" * 2000 + " 12345", "ab" * 700 + " x", "Hi"]
+    results = []
+    for text in texts:
+        codes.clear()
+        arr = tok.encode_to_numpy(text, parse_special=True)
+        assert arr.tolist() == ref(text), text[:60]
+        results.append((arr, arr.tolist()))
+        if text != "Hi":
+            assert codes[-1] == fused_kernel.FALLBACK, (text[:20], codes)
+    arr = tok.encode_to_numpy(texts[0], parse_special=True, add_special_tokens=True)
+    assert arr.tolist() == ref(texts[0], add_special_tokens=True)
+    results.append((arr, arr.tolist()))
+    _check_arrays(tok, results)
+
+
+def test_encode_to_numpy_normal_form_matches_reference(shared, tmp_path):
+    """A Qwen-style tokenizer (NFC, then byte-level BPE): text already in NFC runs the kernel, other
+    text the staged pipeline, which normalizes it; both give HF's ids as new int32 arrays."""
+    tok, ref = _variant(tmp_path, normalizer={"type": "NFC"})
+    assert tok._fused.form == "NFC"
+    texts = ["cafe\u0301 au lait", "e\u0301<|endoftext|>e\u0301", "\u1100\u1161\u11a8 ﬁ ½",
+             unicodedata.normalize("NFD", "Ünïcödé çà et là " * 100), "Hi", "déjà vu " * 300]
+    assert any(not unicodedata.is_normalized("NFC", t) for t in texts)
+    results = []
+    for text in texts + texts[::-1]:
+        # HF always splits special-token text out; parse_special=False encodes it as text
+        for parse_special in (True, False) if "<|" not in text else (True,):
+            arr = tok.encode_to_numpy(text, parse_special=parse_special)
+            assert arr.tolist() == ref(text), text[:60]
+            results.append((arr, arr.tolist()))
+        arr = tok.encode_to_numpy(text, parse_special=True, add_special_tokens=True)
+        assert arr.tolist() == ref(text, add_special_tokens=True), text[:60]
+        results.append((arr, arr.tolist()))
+    _check_arrays(tok, results)

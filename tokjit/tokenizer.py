@@ -111,6 +111,8 @@ class Tokenizer(TransformersMixin):
             fast = self._fused.make_encode(type(self).encode.__get__(self), self.post_process, _metrics)
             if fast is not None:
                 self.encode = fast
+                self.encode_to_numpy = self._fused.make_encode(type(self).encode_to_numpy.__get__(self),
+                                                               self._post_process_array, _metrics, as_array=True)
 
     def _normalize_text(self, text: str) -> str:
         buf, _ = self.normalizer(np.frombuffer(text.encode("utf-8"), np.uint8), None)
@@ -150,9 +152,16 @@ class Tokenizer(TransformersMixin):
 
     def encode_to_numpy(self, text: str, *, add_special_tokens: bool = False,
                         parse_special: bool = False) -> np.ndarray:
-        ids, _, _ = self._encode_array(text_to_utf8(text), parse_special, want_spans=False)
-        if add_special_tokens and self.post_processor is not None:
-            return np.asarray(self.post_process(ids.tolist()), np.int32)
+        """``encode`` as a new int32 array (the caller owns it: no later call changes it). Tokenizers
+        with a fused path answer it with the kernel call ``encode`` makes (``FusedPath.make_encode``)."""
+        m = _metrics.ACTIVE
+        t0 = _metrics.now() if m is not None else 0.0
+        buf = text_to_utf8(text)
+        ids, _, _ = self._encode_array(buf, parse_special, want_spans=False)
+        if add_special_tokens:
+            ids = self._post_process_array(ids)
+        if m is not None:
+            m.on_encode(buf.shape[0], ids.shape[0], _metrics.now() - t0)
         return ids
 
     def encode_ordinary(self, text: str) -> list[int]:
@@ -231,6 +240,12 @@ class Tokenizer(TransformersMixin):
         if self.post_processor is None:
             return ids
         return self.post_processor(ids)
+
+    def _post_process_array(self, ids: np.ndarray) -> np.ndarray:
+        """``post_process`` of an int32 array of ids (the array itself when there is nothing to add)."""
+        if self.post_processor is None:
+            return ids
+        return np.asarray(self.post_process(ids.tolist()), np.int32)
 
     def _workspace(self) -> Workspace:
         ws = getattr(self._local, "ws", None)

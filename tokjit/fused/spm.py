@@ -70,7 +70,8 @@ class _SPMThread:
         big = 3 * cap + 8
         self.cap = cap
         self.spans = ThreadSpans(text_cap=cap, out_cap=3 * cap + 16, added_cap=cap + 1, tok_cap=big)
-        self.out_view = self.spans.out_view  # what encode_list reads the ids from
+        # what encode reads the ids from (encode_to_numpy copies the array, lists read the view)
+        self.out, self.out_view = self.spans.out, self.spans.out_view
         self.buffers = kernel.make_spm_buffers(
             np.arange(cap + 2, dtype=np.int64), np.empty(big, np.int64), np.empty(big, np.int64),
             np.empty(big, np.int64), np.empty(big, np.uint8), np.empty(big + 1, np.int64),

@@ -68,12 +68,13 @@ class _UnigramThread:
     """One thread's buffers for a Unigram kernel, as numpy arrays and as the structures the kernel
     takes (one session per parse_special). Capacities: ``raw`` the text (added-token and
     user-defined spans), ``cm`` the charsmap output, ``norm`` the normalized text (lattice, token and
-    piece spans), ``out`` the ids of one text; replaced by a larger one when a kernel asks."""
+    piece spans), ``out_cap`` the ids of one text; replaced by a larger one when a kernel asks."""
 
     def __init__(self, path: "FusedUnigram", raw: int, cm: int, norm: int, out: int, words):
-        self.raw, self.cm, self.norm, self.out = raw, cm, norm, out
+        self.raw, self.cm, self.norm, self.out_cap = raw, cm, norm, out
         self.spans = ThreadSpans(text_cap=raw, out_cap=out, added_cap=raw, tok_cap=norm + 1, piece_cap=norm + 1)
-        self.out_view = self.spans.out_view  # what encode_list reads the ids from
+        # what encode reads the ids from (encode_to_numpy copies the array, lists read the view)
+        self.out, self.out_view = self.spans.out, self.spans.out_view
         self.buffers = kernel.make_unigram_buffers(
             np.empty(raw, np.int64), np.empty(raw, np.int64), np.empty(raw, np.int64),
             np.empty(cm, np.uint8), np.empty(cm, np.int64), np.empty(norm, np.uint8), np.empty(norm + 1, np.int64),
@@ -149,9 +150,9 @@ class FusedUnigram(FusedPath):
         if st is None:
             st = _UnigramThread(self, max(raw, 1024), max(cm, 4096), max(norm, 4096), max(out, 2 * 1024 + 18),
                                 self._words())
-        elif raw > st.raw or cm > st.cm or norm > st.norm or out > st.out:
+        elif raw > st.raw or cm > st.cm or norm > st.norm or out > st.out_cap:
             st = _UnigramThread(self, _bigger(st.raw, raw, 1024), _bigger(st.cm, cm, 4096),
-                                _bigger(st.norm, norm, 4096), _bigger(st.out, out, 2 * 1024 + 18), st.words)
+                                _bigger(st.norm, norm, 4096), _bigger(st.out_cap, out, 2 * 1024 + 18), st.words)
         else:
             return st
         self._local.st = st

@@ -46,7 +46,8 @@ class _WordPieceThread:
         self.cap = cap
         self.spans = ThreadSpans(text_cap=cap, out_cap=2 * expansion * cap + 16, added_cap=cap + 1,
                                  tok_cap=2 * norm + 2, piece_cap=norm)
-        self.out_view = self.spans.out_view  # what encode_list reads the ids from
+        # what encode reads the ids from (encode_to_numpy copies the array, lists read the view)
+        self.out, self.out_view = self.spans.out, self.spans.out_view
         run = 4 * cap + 16 + MAX_LOCAL  # bert_normalize keeps its per-character scratch at the end
         self.buffers = kernel.make_wordpiece_buffers(
             np.empty(norm, np.int64), np.empty(norm, np.int64), np.empty(norm, np.int64),
