@@ -135,8 +135,10 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             io[0] = n_out
             return d
         rx_params[1] = STEP_BUDGET_PER_BYTE * (de - ds + 1) + 100_000
-        n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
-                                    at_edge_target, at_token, at_starts, at_ends, at_ids)
+        # called only when the trie holds a token: a call passes each of its 9 arrays as 7 machine words
+        n_added = 0 if at_child_count[0] == 0 else find_added_tokens(
+            buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token, at_starts,
+            at_ends, at_ids)
         doc_begin = n_out
         pos = ds
         for a in range(n_added + 1):
