@@ -10,13 +10,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.memops import load_word
+from tokjit.kernels.memops import load_two_words, load_word
 from tokjit.kernels.piece_cache import piece_key
 
 
 @njit(cache=True)
 def _load(buf, i, n):
     return load_word(buf, i, n)
+
+
+@njit(cache=True)
+def _load_two(buf, i, n):
+    return load_two_words(buf, i, n)
 
 
 @njit(cache=True)
@@ -45,3 +50,15 @@ def test_piece_key_does_not_depend_on_where_the_piece_sits():
         other = piece.copy()
         other[-1] ^= 1
         assert tuple(_key(other, 0, n)) != tuple(_key(alone, 0, n))
+
+
+def test_load_two_words_is_the_first_16_bytes_zero_padded():
+    # the masked two-load path (16 readable bytes) and the byte path near the end give the same words
+    rng = np.random.default_rng(7)
+    for size in (1, 8, 15, 16, 17, 40):
+        buf = rng.integers(0, 256, size, dtype=np.uint8)
+        for i in range(size):
+            for n in range(0, size - i + 1):
+                head = bytes(buf[i:i + min(n, 16)])
+                want = (int.from_bytes(head[:8], "little"), int.from_bytes(head[8:16], "little"))
+                assert tuple(int(w) for w in _load_two(buf, i, n)) == want, (size, i, n)

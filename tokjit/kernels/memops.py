@@ -103,3 +103,26 @@ def nonneg(i):
     """Index ``i`` (known to be >= 0) as unsigned, so ``a[nonneg(i)]`` has no wraparound code.
     ``NUMBA_BOUNDSCHECK`` still checks it (a negative ``i`` becomes a huge index and fails)."""
     return np.uint64(i)
+
+
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def low_bytes_mask(n):
+    """A mask of the low ``min(max(n, 0), 8)`` bytes of a word, computed without a branch (the shift
+    is split in two, so that a whole word, 64 bits, is no undefined shift)."""
+    bits = np.uint64(8 * min(max(n, 0), 8))
+    half = bits >> np.uint64(1)
+    return ~((_ALL_ONES << half) << (bits - half))
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def load_two_words(buf, i, n):
+    """``buf[i:i + n]`` (n >= 0) as two uint64, byte ``i`` lowest, bytes from ``n`` on zero: the first
+    16 bytes of a piece. Two loads and two masks when 16 bytes are readable from ``i`` (no branch on
+    ``n``, which changes from piece to piece), :func:`load_word` otherwise."""
+    if _LITTLE_ENDIAN and i + 16 <= buf.shape[0]:
+        return (_load_u64_at(buf, i) & low_bytes_mask(n),
+                _load_u64_at(buf, i + 8) & low_bytes_mask(n - 8))
+    return load_word(buf, i, min(n, 8)), load_word(buf, i + 8, min(n - 8, 8))

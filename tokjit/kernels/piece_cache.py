@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.memops import load_word, nonneg
+from tokjit.kernels.memops import load_two_words, nonneg
 
 SLOTS = 1 << 16
 ROW = 8
@@ -53,8 +53,9 @@ def piece_key(buf, s, e):
     """(hash, first 8 bytes, next 8 bytes) of ``buf[s:e]``: the words are loaded whole
     (:func:`~tokjit.kernels.memops.load_word`), the hash mixes them once, and bytes past 16 go through FNV."""
     n = e - s
-    w0 = np.int64(load_word(buf, s, n if n < 8 else 8))
-    w1 = np.int64(load_word(buf, s + 8, n - 8 if n < INLINE_BYTES else 8))
+    u0, u1 = load_two_words(buf, s, n)
+    w0 = np.int64(u0)
+    w1 = np.int64(u1)
     h = (w0 * _K0) ^ (w1 * _K1) ^ np.int64(n)
     for i in range(INLINE_BYTES, n):
         h = (h ^ np.int64(buf[s + i])) * _FNV_PRIME
@@ -104,7 +105,14 @@ def cache_find_key(rows, byte_pool, buf, s, e, h, w0, w1):
 def cache_emit(rows, id_pool, r, out, at):
     """Copy the ids of the piece in row ``r`` to ``out[at:]``; returns how many."""
     k = (rows[nonneg(r), 1] >> 16) & 0xFFFF
-    if k <= INLINE_IDS:
+    if k <= INLINE_IDS and at + INLINE_IDS <= out.shape[0]:
+        # all eight inline slots are stored whatever k is (zeros past k, which a later write replaces
+        # or nobody reads): a loop whose trip count changes from piece to piece mispredicts its exit
+        for j in range(INLINE_IDS // 2):
+            word = rows[nonneg(r), 4 + j]
+            out[nonneg(at + 2 * j)] = word & _LOW32
+            out[nonneg(at + 2 * j + 1)] = (word >> 32) & _LOW32
+    elif k <= INLINE_IDS:
         for i in range(k):
             out[nonneg(at + i)] = (rows[nonneg(r), 4 + (i >> 1)] >> (32 * (i & 1))) & _LOW32
     else:
