@@ -18,7 +18,7 @@ from tokjit.kernels import fused, structs
 from tokjit.kernels.split_known import SHAPE_VM
 from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, doc_sizes
-from tokjit.fused.threads import utf8_bytes, writable_docs
+from tokjit.fused.threads import writable_docs
 from tokjit.models.bpe import BPEModel, Workspace
 from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
 
@@ -117,10 +117,7 @@ class FusedBPE(FusedPath):
 
     def __init__(self, tok, regex, behavior: int, invert: bool, form: str | None = None):
         self.tok = tok
-        self.form = form
-        if form is not None:
-            # the check costs a Python frame per call, so only tokenizers with a normal form pay it
-            self.encode_list = self._encode_list_checked
+        self.form = form  # checked by the driver's single-text call (FusedPath._encode_function)
         self.model: BPEModel = tok.model
         vocab = self.model.kernel_vocab()
         known = recognize(regex.program)
@@ -140,12 +137,6 @@ class FusedBPE(FusedPath):
             st = self._local.st = _BPEThread(self.model, self.pipes, max(longest, 2 * st.cap if st else 0),
                                              st.cache if st else None)
         return st
-
-    def _encode_list_checked(self, text: str, parse_special: bool) -> list[int]:
-        """``encode_list`` behind the normal-form check."""
-        if not (type(text) is str and is_normalized(self.form, text)):
-            return self._encode_staged(utf8_bytes(text), parse_special)
-        return FusedPath.encode_list(self, text, parse_special)
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
                     parse_special: bool) -> tuple[np.ndarray, np.ndarray]:

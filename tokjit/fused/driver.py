@@ -11,6 +11,8 @@ so concurrent calls from many Python threads are safe.
 
 from __future__ import annotations
 
+from unicodedata import is_normalized
+
 import numpy as np
 
 from tokjit.fused.threads import utf8_bytes
@@ -43,6 +45,7 @@ class FusedPath:
     int32, and ``out_view``, its memoryview) and ``encode_docs``."""
 
     text_kernel = None
+    form = None  # a Unicode normal form ("NFC", ...) the text must already be in for the kernel's ids
 
     def encode_list(self, text: str, parse_special: bool) -> list[int]:
         """Ids of one text as a list: one kernel call on this thread's buffers, no allocation."""
@@ -66,12 +69,17 @@ class FusedPath:
         """``encode(text, *, add_special_tokens, parse_special)`` over this path; without ``metrics``
         (``encode_list``) it neither counts nor post-processes. The ids come back as a list, or with
         ``as_array`` as a new int32 array (a copy of the thread's ``out``: a later call reuses it)."""
-        path, local = self, self._local
+        path, local, form = self, self._local, self.form
         staged = _int32_array if as_array else _same  # what the ids of the staged fallback become
 
         def encode(text: str, *, add_special_tokens: bool = False, parse_special: bool = False):
             if metrics is not None and metrics.ACTIVE is not None:
                 return general(text, add_special_tokens=add_special_tokens, parse_special=parse_special)
+            if form is not None and not (type(text) is str and is_normalized(form, text)):
+                # the kernel has no normalizer: text not already in the tokenizer's normal form (a
+                # quick C scan says) is normalized and encoded by the staged pipeline
+                out = staged(path._encode_staged(utf8_bytes(text), parse_special))
+                return post_process(out) if add_special_tokens else out
             try:
                 data = text.encode()
             except (UnicodeEncodeError, AttributeError):
