@@ -17,6 +17,7 @@ from numba import njit
 
 from tokjit.kernels.atoms import atom_at
 from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_slot
+from tokjit.kernels.memops import prefetch_at
 from tokjit.kernels.structs import borrow
 
 NO_RANK = 2147483647
@@ -81,6 +82,18 @@ def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
     if value < 0:
         return NO_RANK, -1
     return value >> 32, value & 0xFFFFFFFF
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _prefetch_pair(id_left, id_right, pair_slots, pair_cache):
+    """Start fetching the pair cache entry and the pair-table slot of (id_left, id_right), so that the
+    misses of several lookups overlap (the 8 MB table of a 200k vocabulary misses the core's caches,
+    and a merge's two new pairs, or a piece's first pairs, do not depend on each other)."""
+    if id_left >= 0 and id_right >= 0:
+        key = (np.int64(id_left) << 32) | np.int64(id_right)
+        prefetch_at(pair_cache, 2 * (((key * PAIR_MIX) >> 40) & ((pair_cache.shape[0] >> 1) - 1)))
+        h = key * PAIR_MIX
+        prefetch_at(pair_slots, 2 * ((h ^ (h >> 29)) & ((pair_slots.shape[0] >> 1) - 1)))
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -319,6 +332,9 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
             # compact-array path: symbol k spans ws_start[k]:ws_start[k + 1] (ws_start[m] = pe);
             # ws_rank[k] = rank << 32 | merged id of the pair (k, k + 1), so a merge shifts three arrays
             ws_start[m] = pe
+            if not by_bytes:
+                for k in range(m - 1):
+                    _prefetch_pair(ws_id[k], ws_id[k + 1], pair_slots, pair_cache)
             for k in range(m - 1):
                 r, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_start[k + 2], ws_id[k + 1], by_bytes,
                                     tok_blob, tok_offsets, tok_table, merge_rank,
@@ -344,6 +360,11 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
                     ws_rank[k] = ws_rank[k + 1]
                 ws_start[m - 1] = ws_start[m]
                 m -= 1
+                if not by_bytes:
+                    if bi > 0:
+                        _prefetch_pair(ws_id[bi - 1], ws_id[bi], pair_slots, pair_cache)
+                    if bi < m - 1:
+                        _prefetch_pair(ws_id[bi], ws_id[bi + 1], pair_slots, pair_cache)
                 if bi > 0:
                     r, mid = _pair_rank(buf, ws_start[bi - 1], ws_id[bi - 1], ws_start[bi + 1], ws_id[bi], by_bytes,
                                         tok_blob, tok_offsets, tok_table, merge_rank,

@@ -92,6 +92,31 @@ def load_word(buf, i, n):
     return w
 
 
+@intrinsic
+def _prefetch_at(typingctx, arr, index):
+    """Prefetch (for reading, keep in all cache levels) ``arr[index]`` of a C-contiguous 1-D array."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        ptr = builder.bitcast(builder.gep(ary.data, [idx]), _I8.as_pointer())
+        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, _I32, _I32, _I32])
+        name = "llvm.prefetch.p0" if ptr.type.is_opaque else "llvm.prefetch.p0i8"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        builder.call(fn, [ptr, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, index), codegen
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def prefetch_at(arr, i):
+    """Hint that ``arr[i]`` (1-D, C-contiguous) will be read soon; no effect on results."""
+    _prefetch_at(arr, i)
+
+
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def prefetch_row(arr, row):
     """Hint that ``arr[row]`` (2-D, C-contiguous) will be read soon; no effect on results."""
