@@ -20,7 +20,7 @@ from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, scr
 from tokjit.kernels.lookup import lookup_bytes
 from tokjit.kernels.memops import prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put,
-                                        cache_put_key, home_row, piece_key)
+                                        cache_put_key, cacheable_key, home_row)
 from tokjit.kernels.structs import BPE_SESSION, borrow, struct_at
 
 STATUS_OK = 0
@@ -159,14 +159,14 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                                            piece_starts, piece_ends, 0)
                 # each piece's cache key is formed one piece ahead and its row prefetched, so the
                 # row's trip from memory overlaps the work on the piece before it
-                next_h, next_w0, next_w1 = _cache_key(buf, piece_starts[0], piece_ends[0]) if n_p > 0 \
+                next_h, next_w0, next_w1 = cacheable_key(buf, piece_starts[0], piece_ends[0]) if n_p > 0 \
                     else (np.int64(0), np.int64(0), np.int64(0))
                 for q in range(n_p):
                     ps = piece_starts[q]
                     pe = piece_ends[q]
                     h, w0, w1 = next_h, next_w0, next_w1
                     if q + 1 < n_p:
-                        next_h, next_w0, next_w1 = _cache_key(buf, piece_starts[q + 1], piece_ends[q + 1])
+                        next_h, next_w0, next_w1 = cacheable_key(buf, piece_starts[q + 1], piece_ends[q + 1])
                         prefetch_row(cache_rows, home_row(cache_rows, next_h))
                     if pe <= ps:
                         continue
@@ -201,14 +201,6 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
         doc_out_end[d] = n_out
     io[0] = n_out
     return last_doc
-
-
-@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _cache_key(buf, s, e):
-    """:func:`~tokjit.kernels.piece_cache.piece_key` of ``buf[s:e]`` when the piece may be cached, else zeros."""
-    if s < e <= s + MAX_PIECE:
-        return piece_key(buf, s, e)
-    return np.int64(0), np.int64(0), np.int64(0)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

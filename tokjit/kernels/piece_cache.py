@@ -63,6 +63,14 @@ def piece_key(buf, s, e):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def cacheable_key(buf, s, e):
+    """:func:`piece_key` of ``buf[s:e]`` when the piece may be cached (1..MAX_PIECE bytes), else zeros."""
+    if s < e <= s + MAX_PIECE:
+        return piece_key(buf, s, e)
+    return np.int64(0), np.int64(0), np.int64(0)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def cache_find(rows, byte_pool, buf, s, e):
     """The row holding piece ``buf[s:e]`` (marked as hit), or -1."""
     h, w0, w1 = piece_key(buf, s, e)

@@ -22,7 +22,9 @@ from tokjit.kernels import structs
 from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_core,
                                 scratch_tables, vocab_scalars, vocab_tables)
 from tokjit.kernels.fused import GROW, load_single_text
-from tokjit.kernels.piece_cache import MAX_PIECE, cache_emit, cache_find, cache_put
+from tokjit.kernels.memops import prefetch_row
+from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find_key, cache_put_key, cacheable_key,
+                                        home_row)
 from tokjit.kernels.structs import borrow, struct_at
 
 _I64 = types.int64[::1]
@@ -135,39 +137,49 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     for d in range(first_doc, last_doc):
         ds = doc_starts[d]
         de = doc_ends[d]
-        n_added = find_added_tokens(buf, ds, de, *at, at_starts, at_ends, at_ids)
+        # called only when the trie holds a token: a call passes each of its 9 arrays as 7 machine words
+        n_added = 0 if at[2][0] == 0 else find_added_tokens(buf, ds, de, *at, at_starts, at_ends, at_ids)
         pos = ds
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
             if seg_end > pos:
                 n = seg_end - pos
                 m = sentencepiece_whitespace(buf[pos:seg_end], ident, n, ws_flags, norm_buf, norm_align)
-                n_ud = find_added_tokens(norm_buf, 0, m, *ud, ud_starts, ud_ends, ud_ids)
+                n_ud = 0 if ud[2][0] == 0 else find_added_tokens(norm_buf, 0, m, *ud, ud_starts, ud_ends, ud_ids)
                 q = 0
                 for u in range(n_ud + 1):
                     gap_end = ud_starts[u] if u < n_ud else m
                     if gap_end > q and cached:
+                        # pieces are found one ahead, and the next one's cache row prefetched, so the
+                        # row's trip from memory overlaps the work on the piece before it
                         ps = q
+                        pe = _space_split_end(norm_buf, ps, gap_end, unsafe_prev) if split_space else gap_end
+                        h, w0, w1 = cacheable_key(norm_buf, ps, pe)
                         while ps < gap_end:
-                            pe = _space_split_end(norm_buf, ps, gap_end, unsafe_prev) if split_space else gap_end
+                            next_pe = pe
+                            if pe < gap_end:
+                                next_pe = _space_split_end(norm_buf, pe, gap_end, unsafe_prev) if split_space \
+                                    else gap_end
+                            next_h, next_w0, next_w1 = cacheable_key(norm_buf, pe, next_pe)
+                            prefetch_row(cache_rows, home_row(cache_rows, next_h))
                             # the piece cache probe and copy are inlined (a call would incref/decref
                             # every array argument per piece)
                             cacheable = pe - ps <= MAX_PIECE
-                            if cacheable:
-                                row = cache_find(cache_rows, cache_bytes, norm_buf, ps, pe)
-                                if row >= 0:
-                                    n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
-                                    ps = pe
-                                    continue
-                            one_start[0] = ps
-                            one_end[0] = pe
-                            n_ids = bpe_core(v_tables, v_scalars, work, norm_buf, one_start, one_end, 0, 1,
-                                             out_ids[n_out:], tok_starts, tok_ends)
-                            if cacheable:
-                                cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, norm_buf, ps, pe,
-                                          out_ids, n_out, n_ids)
-                            n_out += n_ids
-                            ps = pe
+                            row = cache_find_key(cache_rows, cache_bytes, norm_buf, ps, pe, h, w0, w1) \
+                                if cacheable else -1
+                            if row >= 0:
+                                n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
+                            else:
+                                one_start[0] = ps
+                                one_end[0] = pe
+                                n_ids = bpe_core(v_tables, v_scalars, work, norm_buf, one_start, one_end, 0, 1,
+                                                 out_ids[n_out:], tok_starts, tok_ends)
+                                if cacheable:
+                                    cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, norm_buf, ps, pe,
+                                                  out_ids, n_out, n_ids, h, w0, w1)
+                                n_out += n_ids
+                            ps, pe = pe, next_pe
+                            h, w0, w1 = next_h, next_w0, next_w1
                     elif gap_end > q:
                         one_start[0] = q
                         one_end[0] = gap_end
