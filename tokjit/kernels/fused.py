@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.added_tokens import find_added_tokens, trie_arrays
+from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
@@ -135,10 +135,8 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             io[0] = n_out
             return d
         rx_params[1] = STEP_BUDGET_PER_BYTE * (de - ds + 1) + 100_000
-        # called only when the trie holds a token: a call passes each of its 9 arrays as 7 machine words
-        n_added = 0 if at_child_count[0] == 0 else find_added_tokens(
-            buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token, at_starts,
-            at_ends, at_ids)
+        n_added = added_token_matches(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
+                                      at_edge_target, at_token, at_starts, at_ends, at_ids)
         doc_begin = n_out
         pos = ds
         for a in range(n_added + 1):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from numba import njit, types
 from numba.experimental import structref
 
-from tokjit.kernels.added_tokens import find_added_tokens, trie_arrays
+from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
 from tokjit.kernels import structs
 from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_core,
@@ -137,15 +137,14 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     for d in range(first_doc, last_doc):
         ds = doc_starts[d]
         de = doc_ends[d]
-        # called only when the trie holds a token: a call passes each of its 9 arrays as 7 machine words
-        n_added = 0 if at[2][0] == 0 else find_added_tokens(buf, ds, de, *at, at_starts, at_ends, at_ids)
+        n_added = added_token_matches(buf, ds, de, *at, at_starts, at_ends, at_ids)
         pos = ds
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
             if seg_end > pos:
                 n = seg_end - pos
                 m = sentencepiece_whitespace(buf[pos:seg_end], ident, n, ws_flags, norm_buf, norm_align)
-                n_ud = 0 if ud[2][0] == 0 else find_added_tokens(norm_buf, 0, m, *ud, ud_starts, ud_ends, ud_ids)
+                n_ud = added_token_matches(norm_buf, 0, m, *ud, ud_starts, ud_ends, ud_ids)
                 q = 0
                 for u in range(n_ud + 1):
                     gap_end = ud_starts[u] if u < n_ud else m

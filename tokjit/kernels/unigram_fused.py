@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 
-from tokjit.kernels.added_tokens import find_added_tokens
+from tokjit.kernels.added_tokens import added_token_matches
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
 from tokjit.kernels.split import metaspace_pieces
 from tokjit.kernels import structs
@@ -537,8 +537,8 @@ def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_
         ds = doc_starts[d]
         de = doc_ends[d]
         n_out = io[0]
-        n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
-                                    at_edge_target, at_token, at_starts, at_ends, at_ids)
+        n_added = added_token_matches(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
+                                      at_edge_target, at_token, at_starts, at_ends, at_ids)
         pos = ds
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
@@ -547,8 +547,8 @@ def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_
                 # whitespace rules); without a charsmap every byte is its own unit
                 m = 0
                 if has_charsmap:
-                    n_ud = find_added_tokens(buf, pos, seg_end, ud_first, ud_child_start, ud_child_count,
-                                             ud_edge_byte, ud_edge_target, ud_token, ud_starts, ud_ends, ud_ids)
+                    n_ud = added_token_matches(buf, pos, seg_end, ud_first, ud_child_start, ud_child_count,
+                                               ud_edge_byte, ud_edge_target, ud_token, ud_starts, ud_ends, ud_ids)
                     q = pos
                     for u in range(n_ud + 1):
                         gap_end = ud_starts[u] if u < n_ud else seg_end
@@ -689,8 +689,8 @@ def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_d
         ds = doc_starts[d]
         de = doc_ends[d]
         n_out = io[0]
-        n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
-                                    at_edge_target, at_token, at_starts, at_ends, at_ids)
+        n_added = added_token_matches(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
+                                      at_edge_target, at_token, at_starts, at_ends, at_ids)
         pos = ds
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de

@@ -16,7 +16,7 @@ from __future__ import annotations
 from numba import njit, types
 from numba.experimental import structref
 
-from tokjit.kernels.added_tokens import find_added_tokens, trie_arrays
+from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels import structs
 from tokjit.kernels.structs import borrow, struct_at
 from tokjit.kernels.fused import FALLBACK, GROW, load_single_text
@@ -222,8 +222,8 @@ def encode_docs_wordpiece(session, buf, doc_starts, doc_ends, first_doc, last_do
             io[0] = n_out
             return d
         doc_begin = n_out
-        n_added = find_added_tokens(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
-                                    at_edge_target, at_token, at_starts, at_ends, at_ids)
+        n_added = added_token_matches(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
+                                      at_edge_target, at_token, at_starts, at_ends, at_ids)
         pos = ds
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
@@ -235,8 +235,8 @@ def encode_docs_wordpiece(session, buf, doc_starts, doc_ends, first_doc, last_do
                     io[1] = STATUS_STAGED
                     io[0] = doc_begin
                     return d
-                n_nt = find_added_tokens(norm_buf, 0, m, nt_first, nt_child_start, nt_child_count,
-                                         nt_edge_byte, nt_edge_target, nt_token, nt_starts, nt_ends, nt_ids)
+                n_nt = added_token_matches(norm_buf, 0, m, nt_first, nt_child_start, nt_child_count,
+                                           nt_edge_byte, nt_edge_target, nt_token, nt_starts, nt_ends, nt_ids)
                 q = 0
                 for u in range(n_nt + 1):
                     gap_end = nt_starts[u] if u < n_nt else m
