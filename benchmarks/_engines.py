@@ -19,6 +19,7 @@ every other library's ids are checked against it by the callers.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -165,10 +166,12 @@ def _tokjit(spec: TokenizerSpec) -> Engine:
 def tokjit_engine(tok, spec: TokenizerSpec) -> Engine:
     """An Engine over an already loaded tokjit tokenizer (the asv suite reuses preloaded ones)."""
     ps = spec.parse_special
+    # the single-text calls as a user makes them: the bound method itself, or a partial when
+    # special-token text must be parsed (no Python frame of ours around either)
     return Engine(
         "tokjit", "tokjit",
-        encode=lambda t: tok.encode(t, parse_special=ps),
-        encode_np=lambda t: tok.encode_to_numpy(t, parse_special=ps),
+        encode=functools.partial(tok.encode, parse_special=True) if ps else tok.encode,
+        encode_np=functools.partial(tok.encode_to_numpy, parse_special=True) if ps else tok.encode_to_numpy,
         batch={n: (lambda ts, n=n: tok.encode_batch(ts, num_threads=n, parse_special=ps))
                for n in sorted({1, ALL_THREADS})},
         flat={ALL_THREADS: lambda ts: tok.encode_batch_numpy(ts, num_threads=ALL_THREADS,
