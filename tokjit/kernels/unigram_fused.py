@@ -28,6 +28,7 @@ from tokjit.kernels.structs import borrow, struct_at
 from tokjit.kernels.charsmap import hf_normalize, spm_normalize
 from tokjit.kernels.fused import GROW
 from tokjit.kernels.lookup import bytes_equal, hash_bytes
+from tokjit.kernels.memops import prefetch_row
 from tokjit.kernels.unigram import (ARITH_CERT, ARITH_SPM, ID_USER_DEFINED, MISSING_UNK, SPM_SCORE_RESET, _char_len, _viterbi,
                       emit_path, unigram_encode)
 from tokjit.kernels.wordpiece import bert_pre_tokenize
@@ -259,6 +260,18 @@ def _next_word_end(buf, p, n):
     return n
 
 
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _word_ahead(buf, p, n, wc_meta):
+    """(end, hash) of the word starting at ``p`` (hash 0 past ``WORD_MAX_BYTES``, which is never
+    cached), prefetching the first row :func:`_word_slot` reads for it."""
+    q = _next_word_end(buf, p, n) if p < n else n
+    if q - p > WORD_MAX_BYTES:
+        return q, np.int64(0)
+    h = hash_bytes(buf, p, q)
+    prefetch_row(wc_meta, h & (wc_meta.shape[0] - 1))
+    return q, h
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _word_slot(h, buf, p, q, wc_meta, wc_bytes):
     """The slot of word ``buf[p:q]`` (hash ``h``): where it is, or the empty slot it would take."""
@@ -312,15 +325,18 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
     unk32 = np.float32(unk_score)
     h = 0.0  # a float32 value: the best path score at the current word start
     p = 0
+    # each word is found one ahead and its cache slot's row prefetched, so the row's trip from memory
+    # overlaps the work on the word before it (the 4 MB cache misses the core's own caches)
+    ahead_q, ahead_hash = _word_ahead(buf, 0, n, wc_meta)
     while p < n:
-        q = _next_word_end(buf, p, n)
+        q, word_hash = ahead_q, ahead_hash
+        if q < n:
+            ahead_q, ahead_hash = _word_ahead(buf, q, n, wc_meta)
         if h < -SPM_SCORE_RESET or h > SPM_SCORE_RESET:
             h = 0.0  # the Viterbi's score reset at the word start (nothing else is reached yet)
         size = q - p
         slot = -1
-        word_hash = np.int64(0)
         if size <= WORD_MAX_BYTES:
-            word_hash = hash_bytes(buf, p, q)
             slot = _word_slot(word_hash, buf, p, q, wc_meta, wc_bytes)
             if wc_meta[slot, WM_BLEN] > 0:
                 certain = _certain(h, wc_cert[slot, 0], wc_cert[slot, 1], wc_meta[slot, WM_CHARS])
