@@ -160,8 +160,10 @@ class FusedBPE(FusedPath):
                 extra[d] = ids
                 doc_out_end[d] = st.io[0]
                 d += 1
-        if self.form is not None:
-            for d in range(n_docs):
+        if self.form is not None and n_docs:
+            # ASCII text is in every normal form: only documents holding a byte >= 0x80 are checked
+            high = np.concatenate(([0], np.cumsum(buf >= 0x80, dtype=np.int64)))
+            for d in np.flatnonzero(high[doc_ends] > high[doc_starts]).tolist():
                 text = buf[doc_starts[d]:doc_ends[d]].tobytes().decode("utf-8", "replace")
                 if d not in extra and not is_normalized(self.form, text):
                     seg = buf[doc_starts[d]:doc_ends[d]]
