@@ -4,17 +4,19 @@ array read without the negative-index wraparound.
 * :func:`load_word` reads 8 bytes of a byte array as one little-endian word, where numba would
   read them one at a time (eight loads, shifts and a loop whose trip count varies with the piece,
   mispredicted at every piece). Only the piece cache uses it, and only to form keys it compares with
-  keys formed the same way, so the byte order never reaches an id.
-* :func:`prefetch_row` asks the CPU to start fetching one row of a 2-D array. A piece cache of
-  64K rows is 4 MB, more than a core's L2, so a lookup is often a wait of ~100 cycles; issued for
-  the next piece while the current one is handled, it overlaps that wait.
-
+  keys formed the same way, so the byte order never reaches an id. :func:`load_two_words` gives a
+  piece's first 16 bytes with computed masks, no branch on the piece's length.
+* :func:`prefetch_row` asks the CPU to start fetching one row of a 2-D array (:func:`prefetch_at`
+  one element of a 1-D array). A piece cache of 64K rows is 4 MB, more than a core's L2, so a
+  lookup is often a wait of ~100 cycles; issued for the next piece while the current one is handled,
+  it overlaps that wait.
 * :func:`nonneg` marks an index as non-negative. numba wraps every signed index (``a[-1]``), a
   sign test plus the array's length kept in a register at each read; an unsigned index skips both.
   In the scanners' and the piece loop's byte reads this is ~10% of their time.
 
-Neither load nor prefetch is bounds-checked by ``NUMBA_BOUNDSCHECK``: :func:`load_word` checks its own bounds (and
-falls back to byte loads near the end of the array), a prefetch of any address is harmless.
+Neither the loads nor the prefetches are bounds-checked by ``NUMBA_BOUNDSCHECK``: the loads check their
+own bounds (and fall back to byte loads near the end of the array), a prefetch of any address is
+harmless.
 """
 
 from __future__ import annotations
@@ -53,18 +55,18 @@ def _load_u64_at(typingctx, arr, index):
 
 
 @intrinsic
-def _prefetch_row_at(typingctx, arr, row):
-    """Prefetch (for reading, keep in all cache levels) the first element of ``arr[row]``, a
-    C-contiguous 2-D array."""
-    if not (isinstance(arr, types.Array) and arr.ndim == 2 and isinstance(row, types.Integer)):
+def _prefetch(typingctx, arr, index):
+    """Prefetch (for reading, keep in all cache levels) ``arr[index]`` of a C-contiguous array: an
+    element of a 1-D array, the first element of a row of a 2-D one."""
+    if not (isinstance(arr, types.Array) and arr.ndim in (1, 2) and isinstance(index, types.Integer)):
         return None
 
     def codegen(context, builder, sig, args):
         ary = context.make_array(sig.args[0])(context, builder, args[0])
-        row_len = builder.extract_value(ary.shape, 1)
         idx = context.cast(builder, args[1], sig.args[1], types.intp)
-        elem = builder.gep(ary.data, [builder.mul(idx, row_len)])
-        ptr = builder.bitcast(elem, _I8.as_pointer())
+        if sig.args[0].ndim == 2:
+            idx = builder.mul(idx, builder.extract_value(ary.shape, 1))
+        ptr = builder.bitcast(builder.gep(ary.data, [idx]), _I8.as_pointer())
         fnty = ir.FunctionType(ir.VoidType(), [ptr.type, _I32, _I32, _I32])
         name = "llvm.prefetch.p0" if ptr.type.is_opaque else "llvm.prefetch.p0i8"
         fn = cgutils.get_or_insert_function(builder.module, fnty, name)
@@ -72,7 +74,7 @@ def _prefetch_row_at(typingctx, arr, row):
         builder.call(fn, [ptr, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
         return context.get_dummy_value()
 
-    return types.void(arr, row), codegen
+    return types.void(arr, index), codegen
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -92,35 +94,16 @@ def load_word(buf, i, n):
     return w
 
 
-@intrinsic
-def _prefetch_at(typingctx, arr, index):
-    """Prefetch (for reading, keep in all cache levels) ``arr[index]`` of a C-contiguous 1-D array."""
-    if not (isinstance(arr, types.Array) and arr.ndim == 1 and isinstance(index, types.Integer)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        idx = context.cast(builder, args[1], sig.args[1], types.intp)
-        ptr = builder.bitcast(builder.gep(ary.data, [idx]), _I8.as_pointer())
-        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, _I32, _I32, _I32])
-        name = "llvm.prefetch.p0" if ptr.type.is_opaque else "llvm.prefetch.p0i8"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-        builder.call(fn, [ptr, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
-        return context.get_dummy_value()
-
-    return types.void(arr, index), codegen
-
-
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def prefetch_at(arr, i):
     """Hint that ``arr[i]`` (1-D, C-contiguous) will be read soon; no effect on results."""
-    _prefetch_at(arr, i)
+    _prefetch(arr, i)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def prefetch_row(arr, row):
     """Hint that ``arr[row]`` (2-D, C-contiguous) will be read soon; no effect on results."""
-    _prefetch_row_at(arr, row)
+    _prefetch(arr, row)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
