@@ -247,3 +247,31 @@ def test_encode_to_numpy_normal_form_matches_reference(shared, tmp_path):
         assert arr.tolist() == ref(text, add_special_tokens=True), text[:60]
         results.append((arr, arr.tolist()))
     _check_arrays(tok, results)
+
+
+def test_session_address_reaches_the_thread_session():
+    """A single-text kernel gets its thread's session as an address (``structs.addresses``); rebuilt
+    by ``struct_at`` it must be that session, in an uncounted kernel and in a counting one, whose
+    reference it must give back (the session's count is unchanged after many calls)."""
+    from numba import njit
+    from tokjit.kernels.structs import BPE_SESSION, addresses, borrow, struct_at
+
+    tok = tokjit.get_encoding("o200k_base")
+    tok.encode("warm up")
+    st = tok._fused._thread()
+    session = st.sessions[0]
+    assert st.session_addrs == addresses(st.sessions)
+
+    @njit(_nrt=False)
+    def borrowed_text_len(address):
+        return borrow(borrow(struct_at(address, BPE_SESSION), "spans"), "text").shape[0]
+
+    @njit
+    def counted_text_len(address):
+        return struct_at(address, BPE_SESSION).spans.text.shape[0]
+
+    before = session._meminfo.refcount
+    for _ in range(100):
+        assert borrowed_text_len(st.session_addrs[0]) == st.text.shape[0]
+        assert counted_text_len(st.session_addrs[0]) == st.text.shape[0]
+    assert session._meminfo.refcount == before

@@ -93,8 +93,8 @@ def addresses(structures) -> tuple[int, ...]:
 @intrinsic
 def struct_at(typingctx, address, struct_type):
     """The structure of type ``struct_type`` (a ``StructRef`` type, as a global) at ``address`` (from
-    :func:`addresses`), borrowed: no reference is taken, as with :func:`borrow`. For kernels compiled
-    with ``_nrt=False`` only."""
+    :func:`addresses`), borrowed: in a kernel compiled with ``_nrt=False`` no reference is taken, as
+    with :func:`borrow`; a counting kernel takes one, which it releases when the value dies."""
     if not isinstance(address, types.Integer) or not isinstance(struct_type, types.TypeRef) \
             or not isinstance(struct_type.instance_type, types.StructRef):
         return None
@@ -103,7 +103,10 @@ def struct_at(typingctx, address, struct_type):
     def codegen(context, builder, sig, args):
         proxy = cgutils.create_struct_proxy(instance)(context, builder)
         proxy.meminfo = builder.inttoptr(args[0], proxy._get_ptr_by_name("meminfo").type.pointee)
-        return proxy._getvalue()
+        value = proxy._getvalue()
+        if context.enable_nrt:
+            context.nrt.incref(builder, instance, value)
+        return value
 
     return instance(address, struct_type), codegen
 
