@@ -108,11 +108,9 @@ class Tokenizer(TransformersMixin):
         if self._fused is not None:
             # one function per call instead of encode -> encode_list (the class's encode stays the
             # general path: Tokenizer.encode(tok, ...), metrics, subclasses)
-            fast = self._fused.make_encode(type(self).encode.__get__(self), self.post_process, _metrics)
-            if fast is not None:
-                self.encode = fast
-                self.encode_to_numpy = self._fused.make_encode(type(self).encode_to_numpy.__get__(self),
-                                                               self._post_process_array, _metrics, as_array=True)
+            self.encode = self._fused.make_encode(type(self).encode.__get__(self), self.post_process, _metrics)
+            self.encode_to_numpy = self._fused.make_encode(type(self).encode_to_numpy.__get__(self),
+                                                           self._post_process_array, _metrics, as_array=True)
 
     def _normalize_text(self, text: str) -> str:
         buf, _ = self.normalizer(np.frombuffer(text.encode("utf-8"), np.uint8), None)

@@ -164,9 +164,8 @@ class FusedBPE(FusedPath):
             # ASCII text is in every normal form: only documents holding a byte >= 0x80 are checked
             high = np.concatenate(([0], np.cumsum(buf >= 0x80, dtype=np.int64)))
             for d in np.flatnonzero(high[doc_ends] > high[doc_starts]).tolist():
-                text = buf[doc_starts[d]:doc_ends[d]].tobytes().decode("utf-8", "replace")
-                if d not in extra and not is_normalized(self.form, text):
-                    seg = buf[doc_starts[d]:doc_ends[d]]
+                seg = buf[doc_starts[d]:doc_ends[d]]
+                if d not in extra and not is_normalized(self.form, seg.tobytes().decode("utf-8", "replace")):
                     extra[d] = self.tok._encode_staged(seg, parse_special, want_spans=False)[0]
         ids = out_ids[:st.io[0]]
         if extra:

@@ -35,10 +35,10 @@ def find_added_tokens(buf, start, end, first_byte, child_start, child_count, edg
     """Leftmost-longest matches of the trie's tokens in ``buf[start:end]``; returns the count.
 
     At each position the trie is walked as far as the text allows and the longest token seen is
-    taken; no match -> next position. O(n * longest token). Capacity: (end - start) matches.
+    taken; no match -> next position. O(n * longest token). Capacity: (end - start) matches. A trie
+    with no token is its callers' to skip (:func:`added_token_matches`, ``AddedTokenMatcher.empty``):
+    it would only visit every byte for nothing.
     """
-    if child_count[0] == 0:
-        return 0  # no tokens (the root has no edges): the usual case of ordinary text, no byte to visit
     n = 0
     i = start
     while i < end:

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from tokjit.kernels.atoms import atom_at
-from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_slot
+from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_home, pair_key, pair_slot
 from tokjit.kernels.memops import prefetch_at
 from tokjit.kernels.structs import borrow
 
@@ -70,8 +70,8 @@ def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
         return rank, merged
     if id_left < 0 or id_right < 0:
         return NO_RANK, -1
-    key = (np.int64(id_left) << 32) | np.int64(id_right)
-    c = ((key * PAIR_MIX) >> 40) & ((pair_cache.shape[0] >> 1) - 1)
+    key = pair_key(id_left, id_right)
+    c = _pair_cache_entry(key, pair_cache)
     if pair_cache[2 * c] == key:
         value = pair_cache[2 * c + 1]
     else:
@@ -85,15 +85,21 @@ def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _pair_cache_entry(key, pair_cache):
+    """The entry of the direct-mapped ``pair_cache`` that holds pair ``key`` (other hash bits than the
+    pair table's home slot, :func:`~tokjit.kernels.lookup.pair_home`)."""
+    return ((key * PAIR_MIX) >> 40) & ((pair_cache.shape[0] >> 1) - 1)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _prefetch_pair(id_left, id_right, pair_slots, pair_cache):
     """Start fetching the pair cache entry and the pair-table slot of (id_left, id_right), so that the
     misses of several lookups overlap (the 8 MB table of a 200k vocabulary misses the core's caches,
     and a merge's two new pairs, or a piece's first pairs, do not depend on each other)."""
     if id_left >= 0 and id_right >= 0:
-        key = (np.int64(id_left) << 32) | np.int64(id_right)
-        prefetch_at(pair_cache, 2 * (((key * PAIR_MIX) >> 40) & ((pair_cache.shape[0] >> 1) - 1)))
-        h = key * PAIR_MIX
-        prefetch_at(pair_slots, 2 * ((h ^ (h >> 29)) & ((pair_slots.shape[0] >> 1) - 1)))
+        key = pair_key(id_left, id_right)
+        prefetch_at(pair_cache, 2 * _pair_cache_entry(key, pair_cache))
+        prefetch_at(pair_slots, 2 * pair_home(key, pair_slots))
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)

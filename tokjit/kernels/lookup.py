@@ -76,16 +76,28 @@ def build_bytes_table(blob, offsets, include, table):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def pair_key(left, right):
+    """The key ``left << 32 | right`` of a pair of ids in the pair table and the pair caches."""
+    return (np.int64(left) << 32) | np.int64(right)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def pair_home(key, slots):
+    """The first entry of ``slots`` (see :func:`pair_slot`) a lookup of ``key`` reads."""
+    h = key * PAIR_MIX
+    return (h ^ (h >> 29)) & ((slots.shape[0] >> 1) - 1)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def pair_slot(left, right, slots):
     """Index of the pair (left, right) in ``slots`` (found, or the empty entry where it would go).
 
     ``slots`` interleaves entries: ``slots[2 s]`` the key ``left << 32 | right`` (-1 empty),
     ``slots[2 s + 1]`` the value ``rank << 32 | merged id``, so a lookup touches one cache line.
     """
-    key = (np.int64(left) << 32) | np.int64(right)
+    key = pair_key(left, right)
     mask = (slots.shape[0] >> 1) - 1
-    h = key * PAIR_MIX
-    slot = (h ^ (h >> 29)) & mask
+    slot = pair_home(key, slots)
     while True:
         k = slots[2 * slot]
         if k == key or k == -1:
@@ -100,7 +112,7 @@ def build_pair_table(lefts, rights, ranks, merged, slots):
         slot = pair_slot(lefts[i], rights[i], slots)
         if slots[2 * slot] != -1:
             continue
-        slots[2 * slot] = (np.int64(lefts[i]) << 32) | np.int64(rights[i])
+        slots[2 * slot] = pair_key(lefts[i], rights[i])
         slots[2 * slot + 1] = (np.int64(ranks[i]) << 32) | np.int64(merged[i])
 
 

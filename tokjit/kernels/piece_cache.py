@@ -51,7 +51,8 @@ _LOW32 = np.int64(0xFFFFFFFF)
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def piece_key(buf, s, e):
     """(hash, first 8 bytes, next 8 bytes) of ``buf[s:e]``: the words are loaded whole
-    (:func:`~tokjit.kernels.memops.load_word`), the hash mixes them once, and bytes past 16 go through FNV."""
+    (:func:`~tokjit.kernels.memops.load_two_words`), the hash mixes them once, and bytes past 16 go
+    through FNV."""
     n = e - s
     u0, u1 = load_two_words(buf, s, n)
     w0 = np.int64(u0)
