@@ -109,7 +109,7 @@ def test_tokens_bpe_cannot_build_as_pieces_and_as_segments():
         if len(b) < 2:
             continue
         m, _ = atoms.bpe_of_bytes(model.vocab.blob, model.vocab.offsets[tid], model.vocab.offsets[tid + 1],
-                                  model.byte_ids, model.pairs.slots, sym)
+                                  model.byte_ids, model.pairs.arrays, sym)
         if m != 1 or sym[0] != tid:
             try:
                 unreachable.append(b.decode("utf-8"))

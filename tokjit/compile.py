@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from tokjit.errors import ModelFileError
+from tokjit.errors import ModelFileError, UnsupportedComponentError
 from tokjit.spec import PackedBytes
-from tokjit.kernels.lookup import (build_bytes_table, build_pair_table, reachable_merges, table_size,
-                                   token_split_pairs)
+from tokjit.kernels.lookup import (PAIR_FIELD_BITS, PAIR_FIELD_MASK, build_bytes_table, build_pair_table,
+                                   pair_table_size, reachable_merges, table_size, token_split_pairs)
 
 
 class TokenTable:
@@ -49,13 +49,20 @@ def pack_bytes(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 
 class PairTable:
-    """Merge rules (left id, right id) -> (rank, merged id) in one open-addressing array of
-    interleaved key / value entries (see :func:`~tokjit.kernels.lookup.pair_slot`)."""
+    """Merge rules (left id, right id) -> (rank, merged id): ``slots``, an open-addressing array of
+    packed entries (see :func:`~tokjit.kernels.lookup.pair_slot`), and ``rows``, each rule's
+    ``rank << 32 | merged id``; the kernels take them as the tuple ``arrays``."""
 
-    __slots__ = ("slots",)
+    __slots__ = ("slots", "rows", "size")
 
-    def __init__(self, slots: np.ndarray):
+    def __init__(self, slots: np.ndarray, rows: np.ndarray, size: int):
         self.slots = slots
+        self.rows = rows
+        self.size = size  # number of rules
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.slots, self.rows
 
     @classmethod
     def build(cls, lefts, rights, ranks, merged) -> "PairTable":
@@ -63,14 +70,22 @@ class PairTable:
         merged = np.asarray(merged, np.int64)
         if ranks.size and (int(ranks.min()) < 0 or int(ranks.max()) >= 2 ** 31 or int(merged.min()) < 0):
             raise ModelFileError("merge ranks and merged ids must be in [0, 2**31)")
-        slots = np.full(2 * table_size(len(lefts)), -1, dtype=np.int64)
-        build_pair_table(np.asarray(lefts, np.int32), np.asarray(rights, np.int32),
-                         ranks.astype(np.int32), merged.astype(np.int32), slots)
-        return cls(slots)
+        lefts = np.asarray(lefts, np.int64)
+        rights = np.asarray(rights, np.int64)
+        limit = PAIR_FIELD_MASK  # all ones in a field is never a value (an empty entry is -1)
+        if len(lefts) >= limit or (lefts.size and max(int(lefts.max()), int(rights.max())) >= limit):
+            raise UnsupportedComponentError(
+                f"BPE with more than {limit - 1} tokens or merge rules (the pair table packs ids in "
+                f"{PAIR_FIELD_BITS} bits)")
+        slots = np.full(pair_table_size(len(lefts)), -1, dtype=np.int64)
+        rows = np.zeros(max(len(lefts), 1), np.int64)
+        build_pair_table(lefts.astype(np.int32), rights.astype(np.int32), ranks.astype(np.int32),
+                         merged.astype(np.int32), slots, rows)
+        return cls(slots, rows, len(lefts))
 
     @classmethod
     def empty(cls) -> "PairTable":
-        return cls(np.full(32, -1, np.int64))
+        return cls(np.full(16, -1, np.int64), np.zeros(1, np.int64), 0)
 
 
 def split_merge_rows(vocab: TokenTable, include: np.ndarray) -> np.ndarray:
@@ -95,7 +110,7 @@ def split_merge_rows(vocab: TokenTable, include: np.ndarray) -> np.ndarray:
     table = PairTable.build(rows[0, :n], rows[1, :n], ranks[rows[2, :n]], rows[2, :n])
     symbols = np.empty(int(lengths.max()) + 1 if n_tokens else 1, np.int64)
     out = np.empty((3, n_tokens + 1), np.int32)
-    k = reachable_merges(vocab.blob, vocab.offsets, include, byte_ids, table.slots, symbols,
+    k = reachable_merges(vocab.blob, vocab.offsets, include, byte_ids, table.arrays, symbols,
                          out[0], out[1], out[2])
     return np.ascontiguousarray(out[:, :k].T)
 

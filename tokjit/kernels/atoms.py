@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.lookup import apply_merge, lowest_merge
+from tokjit.kernels.lookup import PAIR_FIELD_BITS, PAIR_FIELD_MASK, apply_merge, lowest_merge
 from tokjit.kernels.piece_cache import piece_key
 
 NO_ATOM = -1
@@ -121,21 +121,23 @@ def atom_at(buf, i, ps, pe, atom_ids, edge_bits):
 
 
 @njit(cache=True, nogil=True)
-def find_atoms(blob, offsets, include, byte_ids, slots, atom_ids, edge_bits, pair_bits):
+def find_atoms(blob, offsets, include, byte_ids, pair_table, atom_ids, edge_bits, pair_bits):
     """Fill ``atom_ids`` (int32[ATOM_CODE_POINTS], -1 beforehand) with the token of every character
     meeting (A1) and (A2), mark in ``edge_bits`` (uint64[EDGE_BITS / 64]) the boundaries a token could
     straddle (A3), and set a bit of ``pair_bits`` (uint64[2**PAIR_BITS_LOG2 / 64]) for every character
-    pair adjacent inside a token; returns the number of atoms. ``slots`` is the BPE pair table (``rank << 32 | merged id``
-    per ``left << 32 | right``), ``byte_ids`` the token of each byte. O(vocabulary bytes + pairs)."""
+    pair adjacent inside a token; returns the number of atoms. ``pair_table`` is the BPE pair table
+    (slots, rows: :func:`~tokjit.kernels.lookup.pair_slot`), ``byte_ids`` the token of each byte.
+    O(vocabulary bytes + pairs)."""
     n_tokens = offsets.shape[0] - 1
     # (A2): the lowest rank of a merge using each token as an operand
     min_use = np.full(n_tokens, np.int64(1) << 62, np.int64)
-    for s in range(slots.shape[0] >> 1):
-        key = slots[2 * s]
-        if key == -1:
+    slots, rows = pair_table
+    for s in range(slots.shape[0]):
+        entry = slots[s]
+        if entry < 0:
             continue
-        rank = slots[2 * s + 1] >> 32
-        for t in ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF):
+        rank = rows[entry & PAIR_FIELD_MASK] >> 32
+        for t in (entry >> (2 * PAIR_FIELD_BITS), (entry >> PAIR_FIELD_BITS) & PAIR_FIELD_MASK):
             if 0 <= t < n_tokens and rank < min_use[t]:
                 min_use[t] = rank
     # (A3): the boundaries a token could straddle with part of a character on one side, as the three
@@ -179,7 +181,7 @@ def find_atoms(blob, offsets, include, byte_ids, slots, atom_ids, edge_bits, pai
         cp, step = decode_bmp(blob, s, e)
         if cp < 0 or step != e - s or atom_ids[cp] != NO_ATOM:
             continue
-        m, top = bpe_of_bytes(blob, s, e, byte_ids, slots, sym)
+        m, top = bpe_of_bytes(blob, s, e, byte_ids, pair_table, sym)
         if m < 0:
             continue
         if m != 1 or sym[0] != tid or min_use[tid] <= top:
@@ -190,8 +192,8 @@ def find_atoms(blob, offsets, include, byte_ids, slots, atom_ids, edge_bits, pai
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def bpe_of_bytes(blob, s, e, byte_ids, slots, sym):
-    """BPE of ``blob[s:e]`` from single bytes, by the pair table ``slots``, left in ``sym[:m]``
+def bpe_of_bytes(blob, s, e, byte_ids, pair_table, sym):
+    """BPE of ``blob[s:e]`` from single bytes, by ``pair_table`` (slots, rows), left in ``sym[:m]``
     (capacity >= e - s); returns (m, highest rank merged), or (-1, -1) when a byte has no token.
     Leftmost lowest rank first, O(n^2): for a vocabulary's own tokens."""
     m = 0
@@ -203,7 +205,7 @@ def bpe_of_bytes(blob, s, e, byte_ids, slots, sym):
         m += 1
     top = np.int64(-1)
     while m > 1:
-        best, best_rank, best_merged = lowest_merge(sym, m, slots)
+        best, best_rank, best_merged = lowest_merge(sym, m, pair_table)
         if best < 0:
             break
         if best_rank > top:
@@ -213,7 +215,7 @@ def bpe_of_bytes(blob, s, e, byte_ids, slots, sym):
 
 
 @njit(cache=True, nogil=True)
-def mark_unreachable(blob, offsets, include, byte_ids, slots, sym, bits, builds):
+def mark_unreachable(blob, offsets, include, byte_ids, pair_table, sym, bits, builds):
     """Set a bit of ``bits`` (uint64[UNREACHABLE_BITS / 64]) for every included token that BPE does not
     build from its own bytes (``sym``: capacity >= the longest token) and ``builds[tid]`` for every one
     it does (bool, False beforehand); returns how many it does not.
@@ -228,7 +230,7 @@ def mark_unreachable(blob, offsets, include, byte_ids, slots, sym, bits, builds)
         e = offsets[tid + 1]
         if not include[tid] or e - s < 2:
             continue
-        m, _ = bpe_of_bytes(blob, s, e, byte_ids, slots, sym)
+        m, _ = bpe_of_bytes(blob, s, e, byte_ids, pair_table, sym)
         if m != 1 or sym[0] != tid:
             _set_bit(bits, unreachable_bit(blob, s, e))
             n += 1

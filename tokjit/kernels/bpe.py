@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from tokjit.kernels.atoms import atom_at
-from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_home, pair_key, pair_slot
+from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_home, pair_key, pair_value
 from tokjit.kernels.memops import prefetch_at
 from tokjit.kernels.structs import borrow
 
@@ -53,11 +53,11 @@ def _utf8_len(lead):
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
                tok_blob, tok_offsets, tok_table, merge_rank,
-               pair_slots, pair_cache, max_token_len):
+               pair_table, pair_cache, max_token_len):
     """(rank, merged id) of two adjacent symbols, or (NO_RANK, -1) when they do not merge.
 
     Pair-table answers, found or not, go through ``pair_cache`` (2 x a power of two int64: key
-    ``left << 32 | right`` or -1, then the table's value or -1 for "no merge")."""
+    ``left << 32 | right`` or -1, then ``rank << 32 | merged id`` or -1 for "no merge")."""
     if by_bytes:
         if e_right - s_left > max_token_len:
             return NO_RANK, -1
@@ -75,8 +75,7 @@ def _pair_rank(buf, s_left, id_left, e_right, id_right, by_bytes,
     if pair_cache[2 * c] == key:
         value = pair_cache[2 * c + 1]
     else:
-        slot = pair_slot(id_left, id_right, pair_slots)
-        value = pair_slots[2 * slot + 1] if pair_slots[2 * slot] != -1 else np.int64(-1)
+        value = pair_value(id_left, id_right, pair_table)
         pair_cache[2 * c] = key
         pair_cache[2 * c + 1] = value
     if value < 0:
@@ -94,12 +93,12 @@ def _pair_cache_entry(key, pair_cache):
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _prefetch_pair(id_left, id_right, pair_slots, pair_cache):
     """Start fetching the pair cache entry and the pair-table slot of (id_left, id_right), so that the
-    misses of several lookups overlap (the 8 MB table of a 200k vocabulary misses the core's caches,
-    and a merge's two new pairs, or a piece's first pairs, do not depend on each other)."""
+    misses of several lookups overlap (the pair table of a 200k vocabulary is 2 MB, past the core's
+    own cache, and a merge's two new pairs, or a piece's first pairs, do not depend on each other)."""
     if id_left >= 0 and id_right >= 0:
         key = pair_key(id_left, id_right)
         prefetch_at(pair_cache, 2 * _pair_cache_entry(key, pair_cache))
-        prefetch_at(pair_slots, 2 * pair_home(key, pair_slots))
+        prefetch_at(pair_slots, pair_home(key, pair_slots))
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -247,7 +246,8 @@ def vocab_tables(vocab):
     """The arrays of a BPE_VOCAB in the order :func:`bpe_core` reads them."""
     return (borrow(vocab, "blob"), borrow(vocab, "offsets"), borrow(vocab, "table"), borrow(vocab, "byte_ids"),
             borrow(vocab, "merge_rank"), borrow(vocab, "pair_slots"), borrow(vocab, "token_flags"),
-            borrow(vocab, "unsafe_prev"), borrow(vocab, "atom_ids"), borrow(vocab, "edge_bits"))
+            borrow(vocab, "unsafe_prev"), borrow(vocab, "atom_ids"), borrow(vocab, "edge_bits"),
+            borrow(vocab, "pair_rows"))
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -273,7 +273,8 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
     """:func:`bpe_encode` over tuples of arrays (``vocab_tables``, (flags, unk_id, max_len),
     ``scratch_tables``)."""
     tok_blob, tok_offsets, tok_table, byte_ids, merge_rank, pair_slots, token_flags, unsafe_prev, atom_ids, \
-        edge_bits = tables
+        edge_bits, pair_rows = tables
+    pair_table = (pair_slots, pair_rows)
     flags, unk_id, max_token_len = scalars
     ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap, stack, rev_left, touched, pair_cache = work
     byte_symbols = (flags & FLAG_BYTE_SYMBOLS) != 0
@@ -344,7 +345,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
             for k in range(m - 1):
                 r, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_start[k + 2], ws_id[k + 1], by_bytes,
                                     tok_blob, tok_offsets, tok_table, merge_rank,
-                                    pair_slots, pair_cache, max_token_len)
+                                    pair_table, pair_cache, max_token_len)
                 ws_rank[k] = (np.int64(r) << 32) | (mid & 0xFFFFFFFF)
                 if resegment:
                     n_touched = _note_candidate(mid, ws_start[k + 1] - ws_start[k], token_flags, rev_left,
@@ -374,7 +375,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
                 if bi > 0:
                     r, mid = _pair_rank(buf, ws_start[bi - 1], ws_id[bi - 1], ws_start[bi + 1], ws_id[bi], by_bytes,
                                         tok_blob, tok_offsets, tok_table, merge_rank,
-                                        pair_slots, pair_cache, max_token_len)
+                                        pair_table, pair_cache, max_token_len)
                     ws_rank[bi - 1] = (np.int64(r) << 32) | (mid & 0xFFFFFFFF)
                     if resegment:
                         n_touched = _note_candidate(mid, ws_start[bi] - ws_start[bi - 1], token_flags,
@@ -382,7 +383,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
                 if bi < m - 1:
                     r, mid = _pair_rank(buf, ws_start[bi], ws_id[bi], ws_start[bi + 2], ws_id[bi + 1], by_bytes,
                                         tok_blob, tok_offsets, tok_table, merge_rank,
-                                        pair_slots, pair_cache, max_token_len)
+                                        pair_table, pair_cache, max_token_len)
                     ws_rank[bi] = (np.int64(r) << 32) | (mid & 0xFFFFFFFF)
                     if resegment:
                         n_touched = _note_candidate(mid, ws_start[bi + 1] - ws_start[bi], token_flags,
@@ -400,7 +401,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
             for k in range(m - 1):
                 r, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[k + 1], ws_id[k + 1], by_bytes,
                                     tok_blob, tok_offsets, tok_table, merge_rank,
-                                    pair_slots, pair_cache, max_token_len)
+                                    pair_table, pair_cache, max_token_len)
                 ws_rank[k] = r
                 if r != NO_RANK:
                     hsize = _heap_push(heap, hsize, (np.int64(r) << 32) | k)
@@ -417,7 +418,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
                 nk = ws_next[k]
                 _, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[nk], ws_id[nk], by_bytes,
                                     tok_blob, tok_offsets, tok_table, merge_rank,
-                                    pair_slots, pair_cache, max_token_len)
+                                    pair_table, pair_cache, max_token_len)
                 ws_id[k] = mid
                 ws_end[k] = ws_end[nk]
                 ws_end[nk] = -1
@@ -430,7 +431,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
                 if pk >= 0:
                     r3, mid3 = _pair_rank(buf, ws_start[pk], ws_id[pk], ws_end[k], ws_id[k], by_bytes,
                                           tok_blob, tok_offsets, tok_table, merge_rank,
-                                          pair_slots, pair_cache, max_token_len)
+                                          pair_table, pair_cache, max_token_len)
                     ws_rank[pk] = r3
                     if r3 != NO_RANK:
                         hsize = _heap_push(heap, hsize, (np.int64(r3) << 32) | pk)
@@ -440,7 +441,7 @@ def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, 
                 if nn >= 0:
                     r2, mid2 = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[nn], ws_id[nn], by_bytes,
                                           tok_blob, tok_offsets, tok_table, merge_rank,
-                                          pair_slots, pair_cache, max_token_len)
+                                          pair_table, pair_cache, max_token_len)
                     ws_rank[k] = r2
                     if r2 != NO_RANK:
                         hsize = _heap_push(heap, hsize, (np.int64(r2) << 32) | k)

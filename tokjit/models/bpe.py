@@ -187,12 +187,12 @@ class BPEModel:
         self.unreachable_bits = np.zeros(atom_kernel.UNREACHABLE_BITS // 64, np.uint64)  # read with any atoms
         flags = int(self.flags)
         if not flags & bpe_kernel.FLAG_BYTE_SYMBOLS or flags & bpe_kernel.FLAG_RANK_BY_BYTES \
-                or (self.byte_ids < 0).any() or self.pairs.slots.shape[0] < 2:
+                or (self.byte_ids < 0).any() or not self.pairs.size:
             return
         include = model_mask(spec).astype(np.bool_)
         self.builds_itself = np.zeros(include.shape[0], np.bool_)
         unreachable = atom_kernel.mark_unreachable(self.vocab.blob, self.vocab.offsets, include, self.byte_ids,
-                                                   self.pairs.slots, np.empty(int(self.max_len) + 1, np.int64),
+                                                   self.pairs.arrays, np.empty(int(self.max_len) + 1, np.int64),
                                                    self.unreachable_bits, self.builds_itself)
         if not unreachable:
             # BPE builds every token from its bytes (o200k, cl100k): "a piece that is a token is that
@@ -202,7 +202,7 @@ class BPEModel:
         atom_ids = np.full(atom_kernel.ATOM_CODE_POINTS, -1, np.int32)
         edge_bits = np.zeros(atom_kernel.EDGE_BITS // 64, np.uint64)
         pair_bits = np.zeros((1 << atom_kernel.PAIR_BITS_LOG2) // 64, np.uint64)
-        if atom_kernel.find_atoms(self.vocab.blob, self.vocab.offsets, include, self.byte_ids, self.pairs.slots,
+        if atom_kernel.find_atoms(self.vocab.blob, self.vocab.offsets, include, self.byte_ids, self.pairs.arrays,
                                   atom_ids, edge_bits, pair_bits):
             self.atom_ids, self.edge_bits, self.pair_bits = atom_ids, edge_bits, pair_bits
             self.flags = np.int64(flags | bpe_kernel.FLAG_ATOMS)
