@@ -1,0 +1,41 @@
+"""The packed BPE pair table (tokjit.kernels.lookup.pair_slot): every rule found with its rank and
+merged id, the first rule of a repeated pair winning, absent pairs absent, and ids past the packing's
+21 bits refused with a typed error instead of being truncated into another pair."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tokjit.compile import PairTable
+from tokjit.errors import UnsupportedComponentError
+from tokjit.kernels.lookup import PAIR_FIELD_MASK, pair_value
+
+
+def test_rules_found_and_absent_pairs_absent():
+    rng = np.random.default_rng(5)
+    n = 50_000
+    ids = rng.integers(0, PAIR_FIELD_MASK, size=(n, 3))
+    ids[:100, :2] = ids[100:200, :2]  # repeated pairs: the first (lowest-rank) rule wins
+    ranks = np.arange(n)
+    table = PairTable.build(ids[:, 0], ids[:, 1], ranks, ids[:, 2])
+    expected = {}
+    for (left, right, merged), rank in zip(ids.tolist(), ranks.tolist()):
+        expected.setdefault((left, right), (rank << 32) | merged)
+    for (left, right), value in expected.items():
+        assert pair_value(left, right, table.arrays) == value
+    absent = 0
+    for left, right in rng.integers(0, PAIR_FIELD_MASK, size=(20_000, 2)).tolist():
+        if (left, right) not in expected:
+            absent += 1
+            assert pair_value(left, right, table.arrays) == -1
+    assert absent > 19_000
+    assert (table.slots >= 0).sum() == len(expected) <= 0.8 * table.slots.shape[0]
+
+
+@pytest.mark.parametrize("column", [0, 1])
+def test_ids_past_the_packing_refused(column):
+    ids = np.zeros((2, 2), np.int64)
+    ids[1, column] = PAIR_FIELD_MASK
+    with pytest.raises(UnsupportedComponentError, match="21 bits"):
+        PairTable.build(ids[:, 0], ids[:, 1], [0, 1], [3, 4])
