@@ -237,8 +237,8 @@ def bpe_encode(vocab, scratch, buf, piece_starts, piece_ends, first_piece, n_pie
     With ``FLAG_SPLIT_SPACE_SYMBOL`` each piece is first cut before U+2581 (see ``_space_split_end``;
     ``unsafe_prev`` lists the code points after which no cut is made).
     """
-    return bpe_core(vocab_tables(vocab), vocab_scalars(vocab), scratch_tables(scratch), buf,
-                    piece_starts, piece_ends, first_piece, n_pieces, out_ids, out_starts, out_ends)
+    return bpe_core(vocab, vocab_scalars(vocab), scratch, buf, piece_starts, piece_ends, first_piece, n_pieces,
+                    out_ids, out_starts, out_ends)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -267,16 +267,21 @@ def scratch_tables(scratch):
 # Compiled without numba's reference counting: it reads arrays its caller keeps alive and allocates
 # nothing, and with counting on, every inlined helper taking an array paid an atomic incref/decref per
 # call inside the merge loops.
+#
+# The vocabulary and the scratch go in as the two structures, not as tuples of their arrays: numba
+# passes an array as seven machine words, and the 21 arrays of the tuples made each call push ~150
+# words (a call per piece the cache misses, per segment of a CJK run).
 @njit(cache=True, nogil=True, _nrt=False)
-def bpe_core(tables, scalars, work, buf, piece_starts, piece_ends, first_piece, n_pieces, out_ids, out_starts,
+def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece, n_pieces, out_ids, out_starts,
              out_ends):
-    """:func:`bpe_encode` over tuples of arrays (``vocab_tables``, (flags, unk_id, max_len),
-    ``scratch_tables``)."""
+    """:func:`bpe_encode` with the vocabulary's (flags, unk_id, max_len) given apart, so a caller can
+    change the flags (``vocab_scalars``)."""
     tok_blob, tok_offsets, tok_table, byte_ids, merge_rank, pair_slots, token_flags, unsafe_prev, atom_ids, \
-        edge_bits, pair_rows = tables
+        edge_bits, pair_rows = vocab_tables(vocab)
     pair_table = (pair_slots, pair_rows)
     flags, unk_id, max_token_len = scalars
-    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap, stack, rev_left, touched, pair_cache = work
+    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap, stack, rev_left, touched, pair_cache = \
+        scratch_tables(scratch)
     byte_symbols = (flags & FLAG_BYTE_SYMBOLS) != 0
     whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
     by_bytes = (flags & FLAG_RANK_BY_BYTES) != 0

@@ -16,7 +16,7 @@ from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable
-from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, scratch_tables, vocab_scalars, vocab_tables
+from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, vocab_scalars
 from tokjit.kernels.lookup import lookup_bytes
 from tokjit.kernels.memops import prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put,
@@ -109,19 +109,18 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids"), borrow(sp, "match_starts"),
             borrow(sp, "match_ends"), borrow(sp, "piece_starts"), borrow(sp, "piece_ends"), borrow(sp, "rx_stack"),
             borrow(sp, "rx_params"), borrow(sp, "tok_starts"), borrow(sp, "tok_ends"), borrow(sp, "io"))
-    vocab, work = vocab_tables(v), scratch_tables(bs)
     cache = (borrow(c, "rows"), borrow(c, "byte_pool"), borrow(c, "id_pool"), borrow(c, "fill"))
     cache_rows, cache_bytes, cache_ids, cache_fill = cache
     cut_bits = (borrow(v, "pair_bits"), borrow(v, "unreachable_bits"))
     scalars = vocab_scalars(v)
     flags, unk_id, max_len = scalars
-    atom_ids, edge_bits = vocab[8], vocab[9]
+    atom_ids, edge_bits = borrow(v, "atom_ids"), borrow(v, "edge_bits")
     pair_bits = cut_bits[0]
     segmenting = (flags & FLAG_ATOMS) != 0
     whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
     # a segment is never looked up whole: "the piece is a token" is a rule about the whole piece
     segment_scalars = (flags & ~FLAG_WHOLE_PIECE_FIRST, unk_id, max_len)
-    tok_blob, tok_offsets, tok_table = vocab[0], vocab[1], vocab[2]
+    tok_blob, tok_offsets, tok_table = borrow(v, "blob"), borrow(v, "offsets"), borrow(v, "table")
     rx_params[0] = 0
     rx_params[2] = n_memo
     io[1] = STATUS_OK
@@ -178,7 +177,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                         se = atom_segment_end(buf, ps, pe, atom_ids, edge_bits, pair_bits)
                         if se < pe and not (whole_first and pe - ps <= max_len
                                             and lookup_bytes(buf, ps, pe, tok_blob, tok_offsets, tok_table) >= 0):
-                            n_ids = _encode_segments(vocab, segment_scalars, work, cache, cut_bits, buf, ps, se, pe,
+                            n_ids = _encode_segments(v, segment_scalars, bs, cache, cut_bits, buf, ps, se, pe,
                                                      piece_starts, piece_ends, n_p, out_ids, n_out, tok_starts,
                                                      tok_ends)
                             if cacheable:
@@ -186,7 +185,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                                               n_out, n_ids, h, w0, w1)
                             n_out += n_ids
                             continue
-                    n_ids = bpe_core(vocab, scalars, work, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
+                    n_ids = bpe_core(v, scalars, bs, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
                                      tok_starts, tok_ends)
                     if cacheable:
                         cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids, n_out,
@@ -202,7 +201,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _encode_segments(vocab, segment_scalars, work, cache, cut_bits, buf, ps, first_end, pe, piece_starts, piece_ends,
+def _encode_segments(vocab, segment_scalars, scratch, cache, cut_bits, buf, ps, first_end, pe, piece_starts, piece_ends,
                      spare, out_ids, at, tok_starts, tok_ends):
     """Ids of piece ``buf[ps:pe]`` cut into segments (the first ends at ``first_end``), each from the
     cache or BPE, written from ``out_ids[at]``; returns their number. ``piece_starts[spare]`` /
@@ -210,7 +209,7 @@ def _encode_segments(vocab, segment_scalars, work, cache, cut_bits, buf, ps, fir
     be a token BPE cannot build stays out of the cache (``cut_bits[1]``, see
     :func:`~tokjit.kernels.atoms.mark_unreachable`)."""
     cache_rows, cache_bytes, cache_ids, cache_fill = cache
-    atom_ids, edge_bits = vocab[8], vocab[9]
+    atom_ids, edge_bits = borrow(vocab, "atom_ids"), borrow(vocab, "edge_bits")
     pair_bits, unreachable_bits = cut_bits
     n = 0
     s = ps
@@ -223,7 +222,7 @@ def _encode_segments(vocab, segment_scalars, work, cache, cut_bits, buf, ps, fir
         else:
             piece_starts[spare] = s
             piece_ends[spare] = e
-            k = bpe_core(vocab, segment_scalars, work, buf, piece_starts, piece_ends, spare, 1, out_ids[at + n:],
+            k = bpe_core(vocab, segment_scalars, scratch, buf, piece_starts, piece_ends, spare, 1, out_ids[at + n:],
                          tok_starts, tok_ends)
             if cacheable:
                 cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, s, e, out_ids, at + n, k)

@@ -20,7 +20,7 @@ from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
 from tokjit.kernels import structs
 from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_core,
-                                scratch_tables, vocab_scalars, vocab_tables)
+                                vocab_scalars)
 from tokjit.kernels.fused import GROW, load_single_text
 from tokjit.kernels.memops import prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find_key, cache_put_key, cacheable_key,
@@ -120,8 +120,8 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     bs, bf = borrow(session, "bpe"), borrow(session, "bufs")
     at, ud, v = trie_arrays(borrow(pipe, "raw")), trie_arrays(borrow(pipe, "user")), borrow(pipe, "vocab")
     ws_flags = borrow(pipe, "ws_flags")
-    v_tables, v_scalars, work = vocab_tables(v), vocab_scalars(v), scratch_tables(bs)
-    flags, unsafe_prev = v_scalars[0], v_tables[7]
+    v_scalars = vocab_scalars(v)
+    flags, unsafe_prev = v_scalars[0], borrow(v, "unsafe_prev")
     at_starts, at_ends, at_ids = borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids")
     tok_starts, tok_ends = borrow(sp, "tok_starts"), borrow(sp, "tok_ends")
     ident, ud_starts = borrow(bf, "ident"), borrow(bf, "ud_starts")
@@ -171,7 +171,7 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                             else:
                                 one_start[0] = ps
                                 one_end[0] = pe
-                                n_ids = bpe_core(v_tables, v_scalars, work, norm_buf, one_start, one_end, 0, 1,
+                                n_ids = bpe_core(v, v_scalars, bs, norm_buf, one_start, one_end, 0, 1,
                                                  out_ids[n_out:], tok_starts, tok_ends)
                                 if cacheable:
                                     cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, norm_buf, ps, pe,
@@ -182,7 +182,7 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                     elif gap_end > q:
                         one_start[0] = q
                         one_end[0] = gap_end
-                        n_out += bpe_core(v_tables, v_scalars, work, norm_buf, one_start, one_end, 0, 1,
+                        n_out += bpe_core(v, v_scalars, bs, norm_buf, one_start, one_end, 0, 1,
                                           out_ids[n_out:], tok_starts, tok_ends)
                     if u < n_ud:
                         out_ids[n_out] = ud_ids[u]
