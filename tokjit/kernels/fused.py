@@ -109,13 +109,11 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids"), borrow(sp, "match_starts"),
             borrow(sp, "match_ends"), borrow(sp, "piece_starts"), borrow(sp, "piece_ends"), borrow(sp, "rx_stack"),
             borrow(sp, "rx_params"), borrow(sp, "tok_starts"), borrow(sp, "tok_ends"), borrow(sp, "io"))
-    cache = (borrow(c, "rows"), borrow(c, "byte_pool"), borrow(c, "id_pool"), borrow(c, "fill"))
-    cache_rows, cache_bytes, cache_ids, cache_fill = cache
-    cut_bits = (borrow(v, "pair_bits"), borrow(v, "unreachable_bits"))
+    cache_rows, cache_bytes, cache_ids, cache_fill = (borrow(c, "rows"), borrow(c, "byte_pool"), borrow(c, "id_pool"),
+                                                      borrow(c, "fill"))
     scalars = vocab_scalars(v)
     flags, unk_id, max_len = scalars
-    atom_ids, edge_bits = borrow(v, "atom_ids"), borrow(v, "edge_bits")
-    pair_bits = cut_bits[0]
+    atom_ids, edge_bits, pair_bits = borrow(v, "atom_ids"), borrow(v, "edge_bits"), borrow(v, "pair_bits")
     segmenting = (flags & FLAG_ATOMS) != 0
     whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
     # a segment is never looked up whole: "the piece is a token" is a rule about the whole piece
@@ -177,9 +175,8 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                         se = atom_segment_end(buf, ps, pe, atom_ids, edge_bits, pair_bits)
                         if se < pe and not (whole_first and pe - ps <= max_len
                                             and lookup_bytes(buf, ps, pe, tok_blob, tok_offsets, tok_table) >= 0):
-                            n_ids = _encode_segments(v, segment_scalars, bs, cache, cut_bits, buf, ps, se, pe,
-                                                     piece_starts, piece_ends, n_p, out_ids, n_out, tok_starts,
-                                                     tok_ends)
+                            n_ids = _encode_segments(v, segment_scalars, bs, buf, ps, se, pe, piece_starts,
+                                                     piece_ends, n_p, out_ids, n_out, tok_starts, tok_ends)
                             if cacheable:
                                 cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids,
                                               n_out, n_ids, h, w0, w1)
@@ -201,16 +198,19 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _encode_segments(vocab, segment_scalars, scratch, cache, cut_bits, buf, ps, first_end, pe, piece_starts, piece_ends,
-                     spare, out_ids, at, tok_starts, tok_ends):
+def _encode_segments(vocab, segment_scalars, scratch, buf, ps, first_end, pe, piece_starts, piece_ends, spare,
+                     out_ids, at, tok_starts, tok_ends):
     """Ids of piece ``buf[ps:pe]`` cut into segments (the first ends at ``first_end``), each from the
-    cache or BPE, written from ``out_ids[at]``; returns their number. ``piece_starts[spare]`` /
-    ``piece_ends[spare]`` (unused entries) carry a segment to :func:`bpe_core`. A segment that may
-    be a token BPE cannot build stays out of the cache (``cut_bits[1]``, see
-    :func:`~tokjit.kernels.atoms.mark_unreachable`)."""
-    cache_rows, cache_bytes, cache_ids, cache_fill = cache
+    scratch's piece cache or BPE, written from ``out_ids[at]``; returns their number.
+    ``piece_starts[spare]`` / ``piece_ends[spare]`` (unused entries) carry a segment to
+    :func:`bpe_core`. A segment that may be a token BPE cannot build stays out of the cache
+    (``vocab.unreachable_bits``, see :func:`~tokjit.kernels.atoms.mark_unreachable`). Structures, not
+    their arrays, are passed, as to :func:`bpe_core`: it is called once per new CJK piece."""
+    c = borrow(scratch, "cache")
+    cache_rows, cache_bytes, cache_ids, cache_fill = (borrow(c, "rows"), borrow(c, "byte_pool"), borrow(c, "id_pool"),
+                                                      borrow(c, "fill"))
     atom_ids, edge_bits = borrow(vocab, "atom_ids"), borrow(vocab, "edge_bits")
-    pair_bits, unreachable_bits = cut_bits
+    pair_bits, unreachable_bits = borrow(vocab, "pair_bits"), borrow(vocab, "unreachable_bits")
     n = 0
     s = ps
     e = first_end
