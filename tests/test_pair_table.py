@@ -12,18 +12,27 @@ from tokjit.errors import UnsupportedComponentError
 from tokjit.kernels.lookup import PAIR_FIELD_MASK, pair_value
 
 
-def test_rules_found_and_absent_pairs_absent():
+@pytest.mark.parametrize("ranks_follow_ids", [False, True])
+def test_rules_found_and_absent_pairs_absent(ranks_follow_ids):
     rng = np.random.default_rng(5)
     n = 50_000
     ids = rng.integers(0, PAIR_FIELD_MASK, size=(n, 3))
     ids[:100, :2] = ids[100:200, :2]  # repeated pairs: the first (lowest-rank) rule wins
     ranks = np.arange(n)
+    if ranks_follow_ids:  # tiktoken's rules: merged ids rise with the ranks, so they stand for them
+        ids[:, 2] = np.sort(rng.choice(PAIR_FIELD_MASK, size=n, replace=False))
+        ranks = ranks * 3 + 7
     table = PairTable.build(ids[:, 0], ids[:, 1], ranks, ids[:, 2])
+    assert (table.rows.shape[0] == 0) == ranks_follow_ids
     expected = {}
     for (left, right, merged), rank in zip(ids.tolist(), ranks.tolist()):
         expected.setdefault((left, right), (rank << 32) | merged)
     for (left, right), value in expected.items():
-        assert pair_value(left, right, table.arrays) == value
+        found = pair_value(left, right, table.arrays)
+        if ranks_follow_ids:  # the merged id stands for the rank: same order, same merged id
+            assert found & 0xFFFFFFFF == value & 0xFFFFFFFF and found >> 32 == found & 0xFFFFFFFF
+        else:
+            assert found == value
     absent = 0
     for left, right in rng.integers(0, PAIR_FIELD_MASK, size=(20_000, 2)).tolist():
         if (left, right) not in expected:

@@ -51,7 +51,8 @@ def pack_bytes(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 class PairTable:
     """Merge rules (left id, right id) -> (rank, merged id): ``slots``, an open-addressing array of
     packed entries (see :func:`~tokjit.kernels.lookup.pair_slot`), and ``rows``, each rule's
-    ``rank << 32 | merged id``; the kernels take them as the tuple ``arrays``."""
+    ``rank << 32 | merged id`` (empty when the ranks rise with the merged ids, which then stand for
+    them); the kernels take them as the tuple ``arrays``."""
 
     __slots__ = ("slots", "rows", "size")
 
@@ -68,24 +69,27 @@ class PairTable:
     def build(cls, lefts, rights, ranks, merged) -> "PairTable":
         ranks = np.asarray(ranks, np.int64)
         merged = np.asarray(merged, np.int64)
-        if ranks.size and (int(ranks.min()) < 0 or int(ranks.max()) >= 2 ** 31 or int(merged.min()) < 0):
-            raise ModelFileError("merge ranks and merged ids must be in [0, 2**31)")
         lefts = np.asarray(lefts, np.int64)
         rights = np.asarray(rights, np.int64)
+        if ranks.size and (int(ranks.min()) < 0 or int(ranks.max()) >= 2 ** 31 or int(merged.min()) < 0):
+            raise ModelFileError("merge ranks and merged ids must be in [0, 2**31)")
         limit = PAIR_FIELD_MASK  # all ones in a field is never a value (an empty entry is -1)
         if len(lefts) >= limit or (lefts.size and max(int(lefts.max()), int(rights.max())) >= limit):
             raise UnsupportedComponentError(
                 f"BPE with more than {limit - 1} tokens or merge rules (the pair table packs ids in "
                 f"{PAIR_FIELD_BITS} bits)")
+        order = np.argsort(ranks, kind="stable")
+        by_merged = bool(np.all(np.diff(ranks[order]) > 0) and np.all(np.diff(merged[order]) > 0))
+        # ranks and merged ids in the same strict order: comparing merged ids compares ranks
+        lows = merged if by_merged else np.arange(len(lefts), dtype=np.int64)
+        rows = np.zeros(0, np.int64) if by_merged else (ranks << 32) | merged
         slots = np.full(pair_table_size(len(lefts)), -1, dtype=np.int64)
-        rows = np.zeros(max(len(lefts), 1), np.int64)
-        build_pair_table(lefts.astype(np.int32), rights.astype(np.int32), ranks.astype(np.int32),
-                         merged.astype(np.int32), slots, rows)
+        build_pair_table(lefts.astype(np.int32), rights.astype(np.int32), lows.astype(np.int32), slots)
         return cls(slots, rows, len(lefts))
 
     @classmethod
     def empty(cls) -> "PairTable":
-        return cls(np.full(16, -1, np.int64), np.zeros(1, np.int64), 0)
+        return cls(np.full(16, -1, np.int64), np.zeros(0, np.int64), 0)
 
 
 def split_merge_rows(vocab: TokenTable, include: np.ndarray) -> np.ndarray:

@@ -136,7 +136,8 @@ def find_atoms(blob, offsets, include, byte_ids, pair_table, atom_ids, edge_bits
         entry = slots[s]
         if entry < 0:
             continue
-        rank = rows[entry & PAIR_FIELD_MASK] >> 32
+        low = entry & PAIR_FIELD_MASK
+        rank = low if rows.shape[0] == 0 else rows[low] >> 32  # see lookup.pair_value
         for t in (entry >> (2 * PAIR_FIELD_BITS), (entry >> PAIR_FIELD_BITS) & PAIR_FIELD_MASK):
             if 0 <= t < n_tokens and rank < min_use[t]:
                 min_use[t] = rank

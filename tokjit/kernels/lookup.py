@@ -75,7 +75,7 @@ def build_bytes_table(blob, offsets, include, table):
         table[slot] = tid
 
 
-PAIR_FIELD_BITS = 21  # a pair-table entry packs left id, right id and row index in 21 bits each
+PAIR_FIELD_BITS = 21  # a pair-table entry packs left id, right id and a row index or merged id, 21 bits each
 PAIR_FIELD_MASK = (1 << PAIR_FIELD_BITS) - 1
 PAIR_MAX_LOAD = 0.8  # entries per slot a pair table may reach before it doubles
 
@@ -98,11 +98,12 @@ def pair_home(key, slots):
 def pair_slot(left, right, slots):
     """Index of the pair (left, right) in ``slots`` (found, or the empty entry where it would go).
 
-    An entry is ``left << 42 | right << 21 | row`` (-1 empty; ids and rows below 2**21), the row
-    indexing the pair's ``rank << 32 | merged id`` in the table's rows (:func:`pair_value`). Eight
-    bytes an entry keep a 200k-merge table at 2 MB: random reads of an 8 MB table cost ~130 ns on
-    the VMs measured (TLB and cache misses), of a 2 MB one ~15 ns, and a merge loop probes it for
-    every new pair. Linear probing; the load stays <= PAIR_MAX_LOAD.
+    An entry is ``left << 42 | right << 21 | low`` (-1 empty; all three below 2**21): ``low`` indexes
+    the pair's ``rank << 32 | merged id`` in the table's rows, or, in a table without rows, is the
+    merged id and stands for the rank too (:func:`pair_value`). Eight bytes an entry keep a
+    200k-merge table at 2 MB: random reads of an 8 MB table cost ~130 ns on the VMs measured (TLB and
+    cache misses), of a 2 MB one ~15 ns, and a merge loop probes it for every new pair. Linear
+    probing; the load stays <= PAIR_MAX_LOAD.
     """
     want = (np.int64(left) << PAIR_FIELD_BITS) | np.int64(right)
     mask = slots.shape[0] - 1
@@ -117,25 +118,29 @@ def pair_slot(left, right, slots):
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def pair_value(left, right, pair_table):
     """``rank << 32 | merged id`` of the pair (left, right) in ``pair_table`` = (slots, rows), or -1
-    when the two do not merge."""
+    when the two do not merge. Without rows (``rows`` empty) the merged id is the rank: rules whose
+    ranks rise with their merged ids (tiktoken's) are compared by id, saving a dependent read per
+    lookup."""
     slots, rows = pair_table
     entry = slots[pair_slot(left, right, slots)]
     if entry < 0:
         return np.int64(-1)
-    return rows[entry & PAIR_FIELD_MASK]
+    low = entry & PAIR_FIELD_MASK
+    if rows.shape[0] == 0:
+        return (low << 32) | low
+    return rows[low]
 
 
 @njit(cache=True, nogil=True)
-def build_pair_table(lefts, rights, ranks, merged, slots, rows):
-    """Insert merge rules; the first (lowest-rank) rule for a pair wins, as in HF ``tokenizers``.
-    ``rows[i]`` becomes rule i's ``rank << 32 | merged id``."""
+def build_pair_table(lefts, rights, lows, slots):
+    """Insert merge rules as packed entries with low fields ``lows`` (see :func:`pair_slot`); the
+    first (lowest-rank) rule for a pair wins, as in HF ``tokenizers``."""
     for i in range(lefts.shape[0]):
-        rows[i] = (np.int64(ranks[i]) << 32) | np.int64(merged[i])
         slot = pair_slot(lefts[i], rights[i], slots)
         if slots[slot] >= 0:
             continue
         slots[slot] = (np.int64(lefts[i]) << (2 * PAIR_FIELD_BITS)) | (np.int64(rights[i]) << PAIR_FIELD_BITS) \
-            | np.int64(i)
+            | np.int64(lows[i])
 
 
 @njit(cache=True, nogil=True)
