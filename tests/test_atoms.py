@@ -138,3 +138,30 @@ def test_cuts_split_han_runs_into_short_segments():
     buf = np.frombuffer(text.encode("utf-8"), np.uint8)
     n_segments = atoms.count_segments(buf, model.atom_ids, model.edge_bits, model.pair_bits)
     assert buf.shape[0] / n_segments < 16
+
+
+def test_merge_list_cut_to_reachable_rules_gives_the_reference_ids():
+    """Llama 3's 280k merges become one rule per token BPE can build (lookup.reachable_merges); the
+    dropped rules join two tokens that BPE never has side by side. Text made of token pairs glued
+    together (each join is a pair some dropped rule names, or its neighbours), and of those pairs cut
+    at every byte inside a word, must still give HF's ids."""
+    tok, reference = _load("llama3")
+    assert tok.model.pairs.size < 200_000, "the merge list should have been cut to reachable rules"
+    path = shared_path("data", *HF["llama3"].split("/"))
+    import json
+    merges = json.loads(path.read_text(encoding="utf-8"))["model"]["merges"]
+    rng = random.Random(11)
+    texts = []
+    for m in rng.sample(merges, 3000):
+        a, b = m.split(" ") if isinstance(m, str) else m
+        word = (a + b).replace("\u0120", " ").replace("\u010a", "\n")
+        if not word.isprintable() and "\n" not in word:
+            continue
+        texts.append(word)
+        texts.append(word + word.strip() + rng.choice(["", "s", "ing", " the"]))
+        cut = rng.randrange(len(word) + 1)
+        texts.append(word[:cut] + rng.choice(["x", "é", "中", "1"]) + word[cut:])
+    assert len(texts) > 6000
+    got = [tok.encode(t) for t in texts]
+    where = first_mismatch(texts, got, reference(texts))
+    assert where is None, where

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tokjit.compile import PairTable, TokenTable, check_ids, split_merge_rows
+from tokjit.compile import PairTable, TokenTable, check_ids, reachable_pair_table, split_merge_rows
 from tokjit.errors import ModelFileError, UnsupportedComponentError
 from tokjit.kernels import atoms as atom_kernel
 from tokjit.kernels import bpe as bpe_kernel
@@ -172,6 +172,9 @@ class BPEModel:
             self.pairs = PairTable.build(rows[:, 0], rows[:, 1], self.merge_rank[rows[:, 2]], rows[:, 2])
             flags &= ~bpe_kernel.FLAG_RANK_BY_BYTES
             self.flags = np.int64(flags)
+        if rule == "pairs" and flags & bpe_kernel.FLAG_BYTE_SYMBOLS and (self.byte_ids >= 0).all():
+            # of a merge list only the rules BPE can ever apply, one per token (Llama 3: 127k of 280k)
+            self.pairs = reachable_pair_table(self.vocab, self.byte_ids, self.pairs)
         if flags & bpe_kernel.FLAG_BYTE_FALLBACK and unk is not None:
             self.byte_ids[self.byte_ids < 0] = unk  # a byte without a <0xXX> token is unknown
         self.max_len = np.int64(max(self.vocab.max_len, 1))
