@@ -116,11 +116,11 @@ def split_merge_rows(vocab: TokenTable, include: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(out[:3].T)
 
 
-def reachable_pair_table(vocab: TokenTable, byte_ids: np.ndarray, pairs: PairTable) -> PairTable:
-    """The rules of byte-level BPE's ``pairs`` that can ever be applied, one per token (see
+def reachable_pair_table(vocab: TokenTable, byte_ids: np.ndarray | None, pairs: PairTable) -> PairTable:
+    """The rules of BPE's ``pairs`` that can ever be applied, one per token (see
     :func:`~tokjit.kernels.lookup.reachable_merges`), with their ranks: a smaller table giving the
-    same ids (Llama 3: 127k of 280k merges). Every byte must have a token (``byte_ids``). ~30 ms for
-    a 128k vocabulary."""
+    same ids (Llama 3: 127k of 280k merges). Symbols start as bytes (``byte_ids``: every byte must
+    have a token) or, with ``byte_ids`` None, as characters. ~30 ms for a 128k vocabulary."""
     if not pairs.size:
         return pairs
     slots, rows = pairs.arrays
@@ -134,12 +134,15 @@ def reachable_pair_table(vocab: TokenTable, byte_ids: np.ndarray, pairs: PairTab
     return PairTable.build(out[0], out[1], out[3], out[2])
 
 
-def _reachable_rows(vocab: TokenTable, include: np.ndarray, byte_ids: np.ndarray, pairs: PairTable) -> np.ndarray:
+def _reachable_rows(vocab: TokenTable, include: np.ndarray, byte_ids: np.ndarray | None,
+                    pairs: PairTable) -> np.ndarray:
     """(4, k) int32 rows (left, right, merged, rank) of :func:`~tokjit.kernels.lookup.reachable_merges`."""
     lengths = np.diff(vocab.offsets)
     symbols = np.empty(int(lengths.max()) + 1 if lengths.size else 1, np.int64)
     out = np.empty((4, int(include.sum()) + 1), np.int32)
-    k = reachable_merges(vocab.blob, vocab.offsets, include, byte_ids, pairs.arrays, symbols,
+    by_chars = byte_ids is None
+    k = reachable_merges(vocab.blob, vocab.offsets, vocab.table, include,
+                         np.zeros(256, np.int32) if by_chars else byte_ids, by_chars, pairs.arrays, symbols,
                          out[0], out[1], out[2], out[3])
     return out[:, :k]
 

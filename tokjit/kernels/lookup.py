@@ -217,7 +217,7 @@ def apply_merge(symbols, m, k, merged):
 
 
 @njit(cache=True, nogil=True)
-def reachable_merges(blob, offsets, include, byte_ids, pair_table, symbols, out_left, out_right,
+def reachable_merges(blob, offsets, table, include, byte_ids, by_chars, pair_table, symbols, out_left, out_right,
                      out_merged, out_rank):
     """Of the rules in ``pair_table`` (slots, rows), the one merge that can form each included token;
     returns the number of (left, right, token, rank) rows written.
@@ -230,7 +230,9 @@ def reachable_merges(blob, offsets, include, byte_ids, pair_table, symbols, out_
     of these rows (one per reachable token: 200k instead of o200k's 446k cuts, 127k instead of Llama
     3's 280k merges) gives the same ids in less memory. The last merge is found by running that BPE: a
     leftmost lowest-rank scan over ``symbols`` (capacity >= the longest token). O(sum of len^2) over
-    the vocabulary.
+    the vocabulary. The same holds when symbols start as characters (``by_chars``: each UTF-8
+    character's id in the vocabulary's ``table``, as SentencePiece-style BPE starts) instead of
+    bytes (``byte_ids``).
     """
     n = 0
     for tid in range(offsets.shape[0] - 1):
@@ -240,14 +242,23 @@ def reachable_merges(blob, offsets, include, byte_ids, pair_table, symbols, out_
             continue
         m = 0
         ok = True
-        for i in range(s, e):
-            b = byte_ids[blob[i]]
+        i = s
+        while i < e:
+            step = 1
+            if by_chars:
+                lead = blob[i]
+                step = 1 if lead < 0x80 else (2 if lead < 0xE0 else (3 if lead < 0xF0 else 4))  # as bpe_core
+                step = min(step, e - i)
+                b = lookup_bytes(blob, i, i + step, blob, offsets, table)
+            else:
+                b = byte_ids[blob[i]]
             if b < 0:
                 ok = False
                 break
             symbols[m] = b
             m += 1
-        if not ok:
+            i += step
+        if not ok or m < 2:
             continue
         last_left = -1
         last_right = -1

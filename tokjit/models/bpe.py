@@ -172,9 +172,12 @@ class BPEModel:
             self.pairs = PairTable.build(rows[:, 0], rows[:, 1], self.merge_rank[rows[:, 2]], rows[:, 2])
             flags &= ~bpe_kernel.FLAG_RANK_BY_BYTES
             self.flags = np.int64(flags)
-        if rule == "pairs" and flags & bpe_kernel.FLAG_BYTE_SYMBOLS and (self.byte_ids >= 0).all():
-            # of a merge list only the rules BPE can ever apply, one per token (Llama 3: 127k of 280k)
-            self.pairs = reachable_pair_table(self.vocab, self.byte_ids, self.pairs)
+        byte_symbols = bool(flags & bpe_kernel.FLAG_BYTE_SYMBOLS)
+        if rule == "pairs" and not flags & bpe_kernel.FLAG_RESEGMENT_UNUSED \
+                and (not byte_symbols or (self.byte_ids >= 0).all()):
+            # of a merge list only the rules BPE can ever apply, one per token (Llama 3: 127k of 280k,
+            # Gemma 3: 236k of 515k); resegmenting UNUSED pieces reads every rule proposed, so keeps all
+            self.pairs = reachable_pair_table(self.vocab, self.byte_ids if byte_symbols else None, self.pairs)
         if flags & bpe_kernel.FLAG_BYTE_FALLBACK and unk is not None:
             self.byte_ids[self.byte_ids < 0] = unk  # a byte without a <0xXX> token is unknown
         self.max_len = np.int64(max(self.vocab.max_len, 1))
