@@ -51,3 +51,34 @@ def test_normal_form_then_byte_level_bpe_equals_hf(tmp_path, form):
     assert tok.encode_batch(texts, parse_special=True, num_threads=2) == expected
     plain = [tok.encode(t) for t in texts]
     assert plain == tok.encode_batch(texts)  # parse_special=False: same path choice per text
+
+
+@pytest.mark.parametrize("form", ["NFC", "NFD", "NFKC", "NFKD"])
+def test_quick_check_kernel_never_passes_text_not_in_the_form(form):
+    """The kernel that spares the batch path a Python check per document (kernels.normal_form) may
+    flag normalized text, but must never pass text ``unicodedata.is_normalized`` rejects: random
+    strings over combining marks, composites, Hangul jamo and syllables, compatibility characters and
+    characters of other planes; malformed UTF-8 is flagged too."""
+    import random
+
+    import numpy as np
+
+    from tokjit.kernels.normal_form import normal_form_suspects, quick_check_table
+
+    ranges = [(0x20, 0x3000), (0x1100, 0x1200), (0xAC00, 0xAC60), (0xF900, 0xFB50), (0xFF00, 0xFFF0),
+              (0x1D150, 0x1D1C0), (0x2F800, 0x2F900), (0x1F000, 0x1F100), (0x10000, 0x10100)]
+    pool = [chr(c) for lo, hi in ranges for c in range(lo, hi) if not 0xD800 <= c < 0xE000]
+    rng = random.Random(1)
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randrange(1, 6))) for _ in range(200_000)]
+    encoded = [t.encode() for t in texts] + [b"ok \xff", b"\xe2\x82", b"\xc0\xaf", b"\xed\xa0\x80", b"a\xf5\x80\x80\x80"]
+    lengths = np.array([len(e) for e in encoded])
+    ends = np.cumsum(lengths)
+    buf = np.frombuffer(b"".join(encoded), np.uint8)
+    suspect = np.zeros(len(encoded), np.bool_)
+    n = normal_form_suspects(buf, ends - lengths, ends, quick_check_table(form), suspect)
+    assert n == suspect.sum() and suspect[len(texts):].all()
+    wrongly_passed = [t for t, s in zip(texts, suspect) if not s and not unicodedata.is_normalized(form, t)]
+    assert not wrongly_passed, wrongly_passed[:5]
+    rejected = sum(not unicodedata.is_normalized(form, t) for t in texts)
+    assert rejected > 1000  # the strings do exercise the check
+    assert suspect[:len(texts)].sum() < 0.6 * len(texts)  # and it passes most of them

@@ -15,6 +15,7 @@ from unicodedata import is_normalized
 import numpy as np
 
 from tokjit.kernels import fused, structs
+from tokjit.kernels.normal_form import normal_form_suspects, quick_check_table
 from tokjit.kernels.split_known import SHAPE_VM
 from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, doc_sizes
@@ -161,12 +162,13 @@ class FusedBPE(FusedPath):
                 doc_out_end[d] = st.io[0]
                 d += 1
         if self.form is not None and n_docs:
-            # ASCII text is in every normal form: only documents holding a byte >= 0x80 are checked
-            high = np.concatenate(([0], np.cumsum(buf >= 0x80, dtype=np.int64)))
-            for d in np.flatnonzero(high[doc_ends] > high[doc_starts]).tolist():
-                seg = buf[doc_starts[d]:doc_ends[d]]
-                if d not in extra and not is_normalized(self.form, seg.tobytes().decode("utf-8", "replace")):
-                    extra[d] = self.tok._encode_staged(seg, parse_special, want_spans=False)[0]
+            # only documents the quick check cannot pass (a kernel, without the GIL) are checked in full
+            suspect = np.zeros(n_docs, np.bool_)
+            if normal_form_suspects(buf, doc_starts, doc_ends, quick_check_table(self.form), suspect):
+                for d in np.flatnonzero(suspect).tolist():
+                    seg = buf[doc_starts[d]:doc_ends[d]]
+                    if d not in extra and not is_normalized(self.form, seg.tobytes().decode("utf-8", "replace")):
+                        extra[d] = self.tok._encode_staged(seg, parse_special, want_spans=False)[0]
         ids = out_ids[:st.io[0]]
         if extra:
             ids, doc_out_end = self._splice(ids, doc_out_end, extra)
