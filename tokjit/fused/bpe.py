@@ -10,6 +10,7 @@ Llama 3, GPT-4o, Qwen).
 from __future__ import annotations
 
 import threading
+import unicodedata
 from unicodedata import is_normalized
 
 import numpy as np
@@ -60,6 +61,13 @@ def bpe_fused_path_for(tok) -> "FusedBPE | None":
     if tok._match_all.has_flags or tok._match_plain.has_flags:
         return None
     return FusedBPE(tok, *split, form)
+
+
+def _byte_documents(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(writable buffer, starts, ends) of UTF-8 documents given as bytes."""
+    lengths = np.fromiter(map(len, parts), np.int64, count=len(parts))
+    ends = np.cumsum(lengths)
+    return np.frombuffer(bytearray(b"".join(parts)), np.uint8), ends - lengths, ends
 
 
 def _unicode_form(normalizer) -> str | None:
@@ -132,6 +140,34 @@ class FusedBPE(FusedPath):
 
     text_kernel = staticmethod(fused.encode_text_bpe)
 
+    def _normalized_for_kernel(self, data: bytes, parse_special: bool) -> bytes | None:
+        """The UTF-8 of ``data`` in the tokenizer's normal form when it is not in it already and the
+        kernel's ids for that text are the staged pipeline's for ``data``: no added token occurs in
+        the text before or after normalizing (the staged pipeline matches raw added tokens before
+        normalizing and normalized ones after; without any, both are the pre-tokenizer and BPE on the
+        normalized text). Else None. Invalid UTF-8 is left to the staged pipeline."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        norm = unicodedata.normalize(self.form, text)
+        if norm == text:
+            return None
+        norm_data = norm.encode("utf-8")
+        tok = self.tok
+        raw = tok._match_all if parse_special else tok._match_plain
+        after = tok._match_all_norm if parse_special else tok._match_plain_norm
+        for matcher, sample in ((raw, data), (raw, norm_data), (after, norm_data)):
+            if not matcher.empty and matcher.find(np.frombuffer(sample, np.uint8), 0, len(sample))[0].shape[0]:
+                return None
+        return norm_data
+
+    def _encode_staged(self, data: bytes, parse_special: bool) -> list[int]:
+        norm = self._normalized_for_kernel(data, parse_special) if self.form is not None else None
+        if norm is None:
+            return super()._encode_staged(data, parse_special)
+        return self.encode_docs(*_byte_documents([norm]), parse_special)[0].tolist()
+
     def _thread(self, longest: int = 0) -> _BPEThread:
         st = getattr(self._local, "st", None)
         if st is None or st.cap < longest:
@@ -161,15 +197,30 @@ class FusedBPE(FusedPath):
                 extra[d] = ids
                 doc_out_end[d] = st.io[0]
                 d += 1
+        n_written = int(st.io[0])  # before the call below for re-normalized documents reuses st
         if self.form is not None and n_docs:
             # only documents the quick check cannot pass (a kernel, without the GIL) are checked in full
             suspect = np.zeros(n_docs, np.bool_)
             if normal_form_suspects(buf, doc_starts, doc_ends, quick_check_table(self.form), suspect):
+                renormalized = {}
                 for d in np.flatnonzero(suspect).tolist():
-                    seg = buf[doc_starts[d]:doc_ends[d]]
-                    if d not in extra and not is_normalized(self.form, seg.tobytes().decode("utf-8", "replace")):
-                        extra[d] = self.tok._encode_staged(seg, parse_special, want_spans=False)[0]
-        ids = out_ids[:st.io[0]]
+                    if d in extra:
+                        continue
+                    data = buf[doc_starts[d]:doc_ends[d]].tobytes()
+                    norm = self._normalized_for_kernel(data, parse_special)
+                    if norm is not None:
+                        renormalized[d] = norm
+                    elif not is_normalized(self.form, data.decode("utf-8", "replace")):
+                        extra[d] = self.tok._encode_staged(buf[doc_starts[d]:doc_ends[d]], parse_special,
+                                                           want_spans=False)[0]
+                if renormalized:
+                    # in the form now: the kernel encodes them as one more batch
+                    keys = list(renormalized)
+                    n_ids, n_out_end = self.encode_docs(*_byte_documents([renormalized[d] for d in keys]),
+                                                        parse_special)
+                    for i, d in enumerate(keys):
+                        extra[d] = n_ids[(n_out_end[i - 1] if i else 0):n_out_end[i]]
+        ids = out_ids[:n_written]
         if extra:
             ids, doc_out_end = self._splice(ids, doc_out_end, extra)
         return ids, doc_out_end
