@@ -42,9 +42,10 @@ def test_rules_found_and_absent_pairs_absent(ranks_follow_ids):
     assert (table.slots >= 0).sum() == len(expected) <= 0.8 * table.slots.shape[0]
 
 
-@pytest.mark.parametrize("column", [0, 1])
+@pytest.mark.parametrize("column", [0, 1, 2])
 def test_ids_past_the_packing_refused(column):
-    ids = np.zeros((2, 2), np.int64)
+    ids = np.zeros((2, 3), np.int64)  # left, right, merged (a merged id can be the rank's stand-in)
+    ids[:, 2] = [3, 4]
     ids[1, column] = PAIR_FIELD_MASK
     with pytest.raises(UnsupportedComponentError, match="21 bits"):
-        PairTable.build(ids[:, 0], ids[:, 1], [0, 1], [3, 4])
+        PairTable.build(ids[:, 0], ids[:, 1], [0, 1], ids[:, 2])

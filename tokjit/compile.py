@@ -74,7 +74,7 @@ class PairTable:
         if ranks.size and (int(ranks.min()) < 0 or int(ranks.max()) >= 2 ** 31 or int(merged.min()) < 0):
             raise ModelFileError("merge ranks and merged ids must be in [0, 2**31)")
         limit = PAIR_FIELD_MASK  # all ones in a field is never a value (an empty entry is -1)
-        if len(lefts) >= limit or (lefts.size and max(int(lefts.max()), int(rights.max())) >= limit):
+        if len(lefts) >= limit or (lefts.size and max(int(lefts.max()), int(rights.max()), int(merged.max())) >= limit):
             raise UnsupportedComponentError(
                 f"BPE with more than {limit - 1} tokens or merge rules (the pair table packs ids in "
                 f"{PAIR_FIELD_BITS} bits)")
