@@ -119,6 +119,36 @@ def test_load_of_folder_and_file_get_config_special_tokens(pair, shared):
             (ref.bos_token_id, ref.eos_token_id, ref.pad_token_id)
 
 
+def test_padding_and_truncation_of_tokenizer_json_on_every_load(tmp_path, shared, monkeypatch):
+    """transformers takes the pad token and the padding and truncation sides from tokenizer.json's
+    ``padding`` / ``truncation`` when the config names none. tokjit keeps them in the parsed spec, so
+    a load from its cache (the second) need not parse the file again; a spec cached before they were
+    kept (the third: entries removed) reads them from the file."""
+    import json
+
+    from tokjit.api import attach_tokenizer_config
+
+    monkeypatch.setenv("TOKJIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "bert-left"
+    folder.mkdir()
+    doc = json.loads((shared / "data" / "hf" / "bert-minilm" / "tokenizer.json").read_text(encoding="utf-8"))
+    doc["padding"] = {"strategy": "BatchLongest", "direction": "Left", "pad_to_multiple_of": None,
+                      "pad_id": 100, "pad_type_id": 0, "pad_token": "[UNK]"}
+    doc["truncation"] = {"direction": "Left", "max_length": 128, "strategy": "LongestFirst", "stride": 0}
+    (folder / "tokenizer.json").write_text(json.dumps(doc), encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizerFast",
+                                                              "model_max_length": 512}), encoding="utf-8")
+    ref = transformers.AutoTokenizer.from_pretrained(str(folder))
+    expected = (ref.pad_token, ref.padding_side, ref.truncation_side)
+    assert expected[1:] == ("left", "left")
+    loads = [tokjit.load(folder / "tokenizer.json") for _ in range(2)]
+    old = tokjit.load(folder / "tokenizer.json")
+    del old.spec.source["padding"], old.spec.source["truncation"]
+    attach_tokenizer_config(old, folder / "tokenizer.json")
+    for tok in loads + [old]:
+        assert (tok.pad_token, tok.padding_side, tok.truncation_side) == expected
+
+
 def test_vocabulary(pair):
     tok, ref = pair
     assert len(tok) == len(ref)

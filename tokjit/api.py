@@ -105,12 +105,16 @@ def attach_tokenizer_config(tok, tokenizer_path) -> None:
     (so ``tok.eos_token_id`` -- and ``constrain``'s default stop -- match transformers)."""
     folder = os.path.dirname(os.path.abspath(os.fspath(tokenizer_path)))
     tokenizer_json = None
-    if tok.spec.source.get("format") == "tokenizer.json":
-        try:
-            with open(tokenizer_path, "rb") as fh:
-                tokenizer_json = json.load(fh)
-        except (OSError, ValueError):
-            tokenizer_json = None
+    source = tok.spec.source
+    if source.get("format") == "tokenizer.json":
+        if "padding" in source and "truncation" in source:  # read when the file was parsed
+            tokenizer_json = {"padding": source["padding"], "truncation": source["truncation"]}
+        else:
+            try:
+                with open(tokenizer_path, "rb") as fh:
+                    tokenizer_json = json.load(fh)
+            except (OSError, ValueError):
+                tokenizer_json = None
     hf = read_tokenizer_config(folder, tokenizer_json)
     if hf is None:
         return

@@ -260,7 +260,10 @@ def _finish(doc: dict, parts: dict, path) -> TokenizerSpec:
         post_processor=doc.get("post_processor"), decoder=doc.get("decoder"),
         added_tokens=added, unk_id=parts["model"].get("unk_id"),
         source={"format": "tokenizer.json", "path": None if path is None else str(path),
-                "token_strings": strings},
+                "token_strings": strings,
+                # what the folder's config reading needs of this file (api.attach_tokenizer_config),
+                # kept so a cached load does not parse the whole file again for it
+                "padding": doc.get("padding"), "truncation": doc.get("truncation")},
     )
     return spec
 
