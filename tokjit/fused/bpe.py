@@ -19,7 +19,7 @@ from tokjit.kernels import fused, structs
 from tokjit.kernels.normal_form import normal_form_suspects, quick_check_table
 from tokjit.kernels.split_known import SHAPE_VM
 from tokjit.regex.known import recognize
-from tokjit.fused.driver import FusedPath, doc_sizes
+from tokjit.fused.driver import FusedPath, byte_documents, doc_sizes
 from tokjit.fused.threads import writable_docs
 from tokjit.models.bpe import BPEModel, Workspace
 from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
@@ -61,13 +61,6 @@ def bpe_fused_path_for(tok) -> "FusedBPE | None":
     if tok._match_all.has_flags or tok._match_plain.has_flags:
         return None
     return FusedBPE(tok, *split, form)
-
-
-def _byte_documents(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(writable buffer, starts, ends) of UTF-8 documents given as bytes."""
-    lengths = np.fromiter(map(len, parts), np.int64, count=len(parts))
-    ends = np.cumsum(lengths)
-    return np.frombuffer(bytearray(b"".join(parts)), np.uint8), ends - lengths, ends
 
 
 def _unicode_form(normalizer) -> str | None:
@@ -140,19 +133,20 @@ class FusedBPE(FusedPath):
 
     text_kernel = staticmethod(fused.encode_text_bpe)
 
-    def _normalized_for_kernel(self, data: bytes, parse_special: bool) -> bytes | None:
-        """The UTF-8 of ``data`` in the tokenizer's normal form when it is not in it already and the
-        kernel's ids for that text are the staged pipeline's for ``data``: no added token occurs in
-        the text before or after normalizing (the staged pipeline matches raw added tokens before
-        normalizing and normalized ones after; without any, both are the pre-tokenizer and BPE on the
-        normalized text). Else None. Invalid UTF-8 is left to the staged pipeline."""
+    def _kernel_text(self, data: bytes, parse_special: bool) -> bytes | None:
+        """UTF-8 the kernel encodes to the staged pipeline's ids for ``data``: ``data`` itself when it
+        is in the tokenizer's normal form (text that is not valid UTF-8: when its decoding with
+        replacement characters is), its normalization when no added token occurs in the text
+        before or after normalizing (the staged pipeline matches raw added tokens before normalizing
+        and normalized ones after; without any, both are the pre-tokenizer and BPE on the normalized
+        text), else None: the staged pipeline."""
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            return None
+            return data if is_normalized(self.form, data.decode("utf-8", "replace")) else None
         norm = unicodedata.normalize(self.form, text)
         if norm == text:
-            return None
+            return data
         norm_data = norm.encode("utf-8")
         tok = self.tok
         raw = tok._match_all if parse_special else tok._match_plain
@@ -163,10 +157,11 @@ class FusedBPE(FusedPath):
         return norm_data
 
     def _encode_staged(self, data: bytes, parse_special: bool) -> list[int]:
-        norm = self._normalized_for_kernel(data, parse_special) if self.form is not None else None
-        if norm is None:
+        # the driver sends here text not in the form, and text the kernel handed back (FALLBACK)
+        norm = self._kernel_text(data, parse_special) if self.form is not None else None
+        if norm is None or norm is data:
             return super()._encode_staged(data, parse_special)
-        return self.encode_docs(*_byte_documents([norm]), parse_special)[0].tolist()
+        return self.encode_docs(*byte_documents([norm]), parse_special)[0].tolist()
 
     def _thread(self, longest: int = 0) -> _BPEThread:
         st = getattr(self._local, "st", None)
@@ -207,16 +202,16 @@ class FusedBPE(FusedPath):
                     if d in extra:
                         continue
                     data = buf[doc_starts[d]:doc_ends[d]].tobytes()
-                    norm = self._normalized_for_kernel(data, parse_special)
-                    if norm is not None:
-                        renormalized[d] = norm
-                    elif not is_normalized(self.form, data.decode("utf-8", "replace")):
+                    norm = self._kernel_text(data, parse_special)
+                    if norm is None:
                         extra[d] = self.tok._encode_staged(buf[doc_starts[d]:doc_ends[d]], parse_special,
                                                            want_spans=False)[0]
+                    elif norm is not data:
+                        renormalized[d] = norm
                 if renormalized:
                     # in the form now: the kernel encodes them as one more batch
                     keys = list(renormalized)
-                    n_ids, n_out_end = self.encode_docs(*_byte_documents([renormalized[d] for d in keys]),
+                    n_ids, n_out_end = self.encode_docs(*byte_documents([renormalized[d] for d in keys]),
                                                         parse_special)
                     for i, d in enumerate(keys):
                         extra[d] = n_ids[(n_out_end[i - 1] if i else 0):n_out_end[i]]

@@ -184,12 +184,14 @@ def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             encoded.append(t.encode("utf-8"))
         except (UnicodeEncodeError, AttributeError):
             encoded.append(text_to_utf8(t).tobytes())
-    n = len(encoded)
-    lengths = np.fromiter(map(len, encoded), np.int64, count=n)
+    return byte_documents(encoded)
+
+
+def byte_documents(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(writable uint8 buffer, starts, ends) of documents already encoded as UTF-8."""
+    lengths = np.fromiter(map(len, parts), np.int64, count=len(parts))
     doc_ends = np.cumsum(lengths)
-    doc_starts = doc_ends - lengths
-    buf = np.frombuffer(bytearray(b"".join(encoded)), np.uint8)
-    return buf, doc_starts, doc_ends
+    return np.frombuffer(bytearray(b"".join(parts)), np.uint8), doc_ends - lengths, doc_ends
 
 
 def _same(ids: list[int]) -> list[int]:

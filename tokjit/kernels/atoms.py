@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.lookup import PAIR_FIELD_BITS, PAIR_FIELD_MASK, apply_merge, lowest_merge
+from tokjit.kernels.lookup import PAIR_FIELD_BITS, PAIR_FIELD_MASK, apply_merge, entry_value, lowest_merge
 from tokjit.kernels.piece_cache import piece_key
 
 NO_ATOM = -1
@@ -136,8 +136,7 @@ def find_atoms(blob, offsets, include, byte_ids, pair_table, atom_ids, edge_bits
         entry = slots[s]
         if entry < 0:
             continue
-        low = entry & PAIR_FIELD_MASK
-        rank = low if rows.shape[0] == 0 else rows[low] >> 32  # see lookup.pair_value
+        rank = entry_value(entry, rows) >> 32
         for t in (entry >> (2 * PAIR_FIELD_BITS), (entry >> PAIR_FIELD_BITS) & PAIR_FIELD_MASK):
             if 0 <= t < n_tokens and rank < min_use[t]:
                 min_use[t] = rank

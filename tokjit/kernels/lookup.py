@@ -125,6 +125,12 @@ def pair_value(left, right, pair_table):
     entry = slots[pair_slot(left, right, slots)]
     if entry < 0:
         return np.int64(-1)
+    return entry_value(entry, rows)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def entry_value(entry, rows):
+    """``rank << 32 | merged id`` of a filled pair-table entry (see :func:`pair_slot`)."""
     low = entry & PAIR_FIELD_MASK
     if rows.shape[0] == 0:
         return (low << 32) | low
