@@ -98,6 +98,28 @@ def test_atoms_apply_and_match_the_reference_on_straddling_text(name):
     assert (m := first_mismatch(texts, tok.encode_batch(texts, num_threads=1), want)) is None, m
 
 
+@pytest.mark.parametrize("name", ["llama3", "o200k_base"])
+def test_no_token_is_ever_cut(name):
+    """The fused kernel skips the "piece is a token" lookup for a piece it cuts: every token of the
+    vocabulary, taken as a piece, must run uncut to its end. Cutting one (e.g. a cut rule that
+    ignored the pair bits) fails this."""
+    tok, _ = _load(name)
+    model = tok.model
+    if not int(model.flags) & FLAG_ATOMS:
+        pytest.skip("no atoms in this vocabulary")
+    blob, offsets = model.vocab.blob, model.vocab.offsets
+    checked = 0
+    for tid in range(offsets.shape[0] - 1):
+        s, e = int(offsets[tid]), int(offsets[tid + 1])
+        if e - s < 4 or blob[s:e].max() < 0xC2:
+            continue
+        piece = np.ascontiguousarray(blob[s:e])
+        assert atoms.atom_segment_end(piece, 0, e - s, model.atom_ids, model.edge_bits, model.pair_bits) == e - s, \
+            (tid, piece.tobytes())
+        checked += 1
+    assert checked > 1000
+
+
 def test_tokens_bpe_cannot_build_as_pieces_and_as_segments():
     tok, reference = _load("llama3")
     model = tok.model

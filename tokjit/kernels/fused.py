@@ -15,9 +15,8 @@ from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
-from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable
+from tokjit.kernels.atoms import atom_segment_end, decode_bmp, maybe_unreachable
 from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, vocab_scalars
-from tokjit.kernels.lookup import lookup_bytes
 from tokjit.kernels.memops import prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put,
                                         cache_put_key, cacheable_key, home_row)
@@ -30,6 +29,10 @@ STATUS_OUT_FULL = 2  # output buffer full: grow and resume at this doc
 
 
 STEP_BUDGET_PER_BYTE = 256  # backtracking steps per byte before a document goes to the memoizing path
+
+# pieces this long made of 3-byte characters (a run of Han, kana, Hangul...) are not looked up or kept
+# whole in the piece cache: ~9% of them recur in Chinese or Japanese text, and their segments are cached
+LONG_RUN_BYTES = 16
 
 GROW = -1  # encode_text_bpe: the thread's buffers are too small for this text (need in io[2])
 FALLBACK = -2  # encode_text_bpe: the regex needs the memoizing (staged) path for this text
@@ -115,10 +118,8 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     flags, unk_id, max_len = scalars
     atom_ids, edge_bits, pair_bits = borrow(v, "atom_ids"), borrow(v, "edge_bits"), borrow(v, "pair_bits")
     segmenting = (flags & FLAG_ATOMS) != 0
-    whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
     # a segment is never looked up whole: "the piece is a token" is a rule about the whole piece
     segment_scalars = (flags & ~FLAG_WHOLE_PIECE_FIRST, unk_id, max_len)
-    tok_blob, tok_offsets, tok_table = borrow(v, "blob"), borrow(v, "offsets"), borrow(v, "table")
     rx_params[0] = 0
     rx_params[2] = n_memo
     io[1] = STATUS_OK
@@ -165,7 +166,8 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                         prefetch_row(cache_rows, home_row(cache_rows, next_h))
                     if pe <= ps:
                         continue
-                    cacheable = pe - ps <= MAX_PIECE
+                    cacheable = pe - ps <= MAX_PIECE and not (segmenting and pe - ps >= LONG_RUN_BYTES and (
+                        buf[ps] >= 0xE3 or buf[ps + 1] >= 0xE3))
                     if cacheable:
                         row = cache_find_key(cache_rows, cache_bytes, buf, ps, pe, h, w0, w1)
                         if row >= 0:
@@ -173,8 +175,9 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                             continue
                     if segmenting and pe - ps > 3 and (buf[ps] >= 0xC2 or buf[ps + 1] >= 0xC2):
                         se = atom_segment_end(buf, ps, pe, atom_ids, edge_bits, pair_bits)
-                        if se < pe and not (whole_first and pe - ps <= max_len
-                                            and lookup_bytes(buf, ps, pe, tok_blob, tok_offsets, tok_table) >= 0):
+                        # a cut is never inside a token (every character pair of a token is in
+                        # pair_bits), so a piece with a cut is no token: "the piece is a token" is moot
+                        if se < pe:
                             n_ids = _encode_segments(v, segment_scalars, bs, buf, ps, se, pe, piece_starts,
                                                      piece_ends, n_p, out_ids, n_out, tok_starts, tok_ends)
                             if cacheable:
@@ -215,6 +218,16 @@ def _encode_segments(vocab, segment_scalars, scratch, buf, ps, first_end, pe, pi
     s = ps
     e = first_end
     while s < pe:
+        cp, step = decode_bmp(buf, s, e)
+        if step == e - s and cp >= 0:
+            # one character alone between cuts: an atom (a cut has an atom on each side), which
+            # BPE forms whole (A1), so its id is the atom's token
+            out_ids[at + n] = atom_ids[cp]
+            n += 1
+            s = e
+            if s < pe:
+                e = atom_segment_end(buf, s, pe, atom_ids, edge_bits, pair_bits)
+            continue
         cacheable = e - s <= MAX_PIECE and not maybe_unreachable(unreachable_bits, buf, s, e)
         row = cache_find(cache_rows, cache_bytes, buf, s, e) if cacheable else -1
         if row >= 0:
