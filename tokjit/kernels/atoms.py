@@ -256,13 +256,15 @@ def atom_segment_end(buf, ps, pe, atom_ids, edge_bits, pair_bits):
     """End of the first segment of piece ``buf[ps:pe]``: the first boundary between two atoms whose
     character pair occurs in no token (see the module docstring), else ``pe``. O(segment)."""
     prev = np.int64(-1)
+    clean_at = ps  # a boundary known to be clean: a character's right edge is the next one's left
     i = ps
     while i < pe:
         cp, step = decode_bmp(buf, i, pe)
         atom = False
-        if cp >= 0 and atom_ids[cp] >= 0:
-            atom = (i == ps or edge_clean(buf, i, ps, pe, edge_bits)) and \
-                (i + step >= pe or edge_clean(buf, i + step, ps, pe, edge_bits))
+        if cp >= 0 and atom_ids[cp] >= 0 and (clean_at == i or edge_clean(buf, i, ps, pe, edge_bits)):
+            atom = i + step >= pe or edge_clean(buf, i + step, ps, pe, edge_bits)
+            if atom:
+                clean_at = i + step
         if atom and prev >= 0 and not _has_bit(pair_bits, pair_bit(prev, cp)):
             return i
         prev = cp if atom else -1
