@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.atoms import atom_at
+from tokjit.kernels.atoms import atom_at, maybe_unreachable
 from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_home, pair_key, pair_value
 from tokjit.kernels.memops import prefetch_at
 from tokjit.kernels.structs import borrow
@@ -31,6 +31,9 @@ FLAG_RESEGMENT_UNUSED = 32  # merged UNUSED pieces are split back into their par
 
 FLAG_SPLIT_SPACE_SYMBOL = 64  # cut pieces before U+2581 where no token could merge across the cut
 FLAG_ATOMS = 128  # byte-level: characters BPE always forms whole start as one symbol (kernels.atoms)
+# ``unreachable_bits`` holds every token BPE cannot build from its bytes (kernels.atoms.mark_unreachable):
+# the whole-piece rule then needs its lookup only for pieces whose bit is set, as BPE builds the others
+FLAG_UNREACHABLE_KNOWN = 256
 
 TOKEN_UNUSED = 1  # bit in ``token_flags``
 
@@ -290,6 +293,8 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
     resegment = (flags & FLAG_RESEGMENT_UNUSED) != 0
     split_space = (flags & FLAG_SPLIT_SPACE_SYMBOL) != 0
     atoms = (flags & FLAG_ATOMS) != 0
+    unreachable_known = (flags & FLAG_UNREACHABLE_KNOWN) != 0
+    unreachable_bits = borrow(vocab, "unreachable_bits")
     n_touched = 0
     n_out = 0
     p = first_piece - 1
@@ -310,7 +315,10 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
         if split_space:
             pe = _space_split_end(buf, ps, piece_end, unsafe_prev)
         cursor = pe
-        if whole_first and pe - ps <= max_token_len:
+        # a piece that is a token BPE builds comes out as that token anyway, and a lookup in the
+        # vocabulary's table costs more than the BPE of most pieces that miss the piece cache
+        if whole_first and pe - ps <= max_token_len and (
+                not unreachable_known or maybe_unreachable(unreachable_bits, buf, ps, pe)):
             tid = lookup_bytes(buf, ps, pe, tok_blob, tok_offsets, tok_table)
             if tid >= 0:
                 out_ids[n_out] = tid

@@ -204,6 +204,7 @@ class BPEModel:
             # BPE builds every token from its bytes (o200k, cl100k): "a piece that is a token is that
             # token" says nothing BPE does not, and its lookup costs a miss on most pieces it is asked
             flags &= ~bpe_kernel.FLAG_WHOLE_PIECE_FIRST
+        flags |= bpe_kernel.FLAG_UNREACHABLE_KNOWN
         self.flags = np.int64(flags)
         atom_ids = np.full(atom_kernel.ATOM_CODE_POINTS, -1, np.int32)
         edge_bits = np.zeros(atom_kernel.EDGE_BITS // 64, np.uint64)
