@@ -41,7 +41,7 @@ from tokjit.kernels.piece_cache import piece_key
 
 NO_ATOM = -1
 ATOM_CODE_POINTS = 1 << 16  # atoms are characters of the Basic Multilingual Plane (2 or 3 bytes)
-PAIR_BITS_LOG2 = 23  # 8 Mbit = 1 MB: few false "joins" for ~10^5 pairs inside tokens
+PAIR_BITS_LOG2 = 20  # 1 Mbit = 128 KB, L2-resident: o200k marks ~16K pairs (1.5% of bits: few false "joins")
 EDGE_BITS = 1 << 24  # one bit per (byte before a boundary, two bytes after): 2 MB
 UNREACHABLE_BITS = 1 << 16  # 8 KB; llama3 has ~600 tokens BPE cannot build
 _PAIR_MIX = np.int64(-7046029254386353131)
