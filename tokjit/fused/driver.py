@@ -178,20 +178,26 @@ CHUNKS_PER_THREAD = 4
 def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(writable uint8 buffer, starts, ends) of the UTF-8 of ``texts``; lone surrogates become U+FFFD
     (``text_to_utf8``). The buffer is writable so every kernel sees one array type."""
-    encoded = []
-    for t in texts:
-        try:
-            encoded.append(t.encode("utf-8"))
-        except (UnicodeEncodeError, AttributeError):
-            encoded.append(text_to_utf8(t).tobytes())
+    try:
+        encoded = [t.encode() for t in texts]
+    except (UnicodeEncodeError, AttributeError):
+        encoded = [_utf8_of(t) for t in texts]
     return byte_documents(encoded)
+
+
+def _utf8_of(text) -> bytes:
+    try:
+        return text.encode()
+    except (UnicodeEncodeError, AttributeError):
+        return text_to_utf8(text).tobytes()
 
 
 def byte_documents(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(writable uint8 buffer, starts, ends) of documents already encoded as UTF-8."""
     lengths = np.fromiter(map(len, parts), np.int64, count=len(parts))
     doc_ends = np.cumsum(lengths)
-    return np.frombuffer(bytearray(b"".join(parts)), np.uint8), doc_ends - lengths, doc_ends
+    # bytearray's join builds the writable buffer in one copy (b"".join, then bytearray(), made two)
+    return np.frombuffer(bytearray().join(parts), np.uint8), doc_ends - lengths, doc_ends
 
 
 def _same(ids: list[int]) -> list[int]:
