@@ -18,7 +18,7 @@ from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
 from tokjit.kernels.atoms import atom_segment_end, decode_bmp, maybe_unreachable
 from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, vocab_scalars
 from tokjit.kernels.memops import prefetch_row
-from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put,
+from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put, piece_words,
                                         cache_put_key, cacheable_key, home_row)
 from tokjit.kernels.structs import BPE_SESSION, borrow, struct_at
 
@@ -159,17 +159,19 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                                            piece_starts, piece_ends, 0)
                 # the cache row of the piece PREFETCH_AHEAD pieces on is requested while this one is
                 # handled: a hit takes ~20 ns, a row's trip from memory several times that
+                # (the matches are spent: match_starts keeps each piece's hash from the request to the lookup)
                 for q in range(min(n_p, PREFETCH_AHEAD)):
-                    first = cacheable_key(buf, piece_starts[q], piece_ends[q])[0]
-                    prefetch_row(cache_rows, home_row(cache_rows, first))
+                    match_starts[q] = cacheable_key(buf, piece_starts[q], piece_ends[q])[0]
+                    prefetch_row(cache_rows, home_row(cache_rows, match_starts[q]))
                 for q in range(n_p):
                     ps = piece_starts[q]
                     pe = piece_ends[q]
-                    h, w0, w1 = cacheable_key(buf, ps, pe)
                     if q + PREFETCH_AHEAD < n_p:
                         ahead = q + PREFETCH_AHEAD
-                        prefetch_row(cache_rows, home_row(cache_rows, cacheable_key(buf, piece_starts[ahead],
-                                                                                    piece_ends[ahead])[0]))
+                        match_starts[ahead] = cacheable_key(buf, piece_starts[ahead], piece_ends[ahead])[0]
+                        prefetch_row(cache_rows, home_row(cache_rows, match_starts[ahead]))
+                    h = match_starts[q]
+                    w0, w1 = piece_words(buf, ps, pe)
                     if pe <= ps:
                         continue
                     cacheable = pe - ps <= MAX_PIECE and not (segmenting and pe - ps >= LONG_RUN_BYTES and (

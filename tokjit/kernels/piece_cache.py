@@ -77,6 +77,13 @@ def piece_key(buf, s, e):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def piece_words(buf, s, e):
+    """The two key words of :func:`piece_key` alone (for a caller that kept the hash)."""
+    u0, u1 = load_two_words(buf, s, e - s)
+    return np.int64(u0), np.int64(u1)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def cacheable_key(buf, s, e):
     """:func:`piece_key` of ``buf[s:e]`` when the piece may be cached (1..MAX_PIECE bytes), else zeros."""
     if s < e <= s + MAX_PIECE:
