@@ -7,9 +7,9 @@ array read without the negative-index wraparound.
   keys formed the same way, so the byte order never reaches an id. :func:`load_two_words` gives a
   piece's first 16 bytes with computed masks, no branch on the piece's length.
 * :func:`prefetch_row` asks the CPU to start fetching one row of a 2-D array (:func:`prefetch_at`
-  one element of a 1-D array). A piece cache of 64K rows is 4 MB, more than a core's L2, so a
-  lookup is often a wait of ~100 cycles; issued for the next piece while the current one is handled,
-  it overlaps that wait.
+  one element of a 1-D array). A piece cache of 128K rows is 4 MB, more than a core's L2, so a
+  lookup is often a wait of ~100 cycles or more; issued for a piece some pieces ahead while the current
+  one is handled, it overlaps that wait.
 * :func:`nonneg` marks an index as non-negative. numba wraps every signed index (``a[-1]``), a
   sign test plus the array's length kept in a register at each read; an unsigned index skips both.
   In the scanners' and the piece loop's byte reads this is ~10% of their time.
