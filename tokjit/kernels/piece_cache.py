@@ -48,7 +48,7 @@ _OFF_SHIFT, _OFF_MASK = 16, 0xFFFFF  # bits 16-35: offset of the bytes past 16 i
 _ID_BITS = 21
 _ID_MASK = (1 << 21) - 1
 _ID3_SHIFT = 36  # bits 36-56: the fourth inline id
-SEED_ROWS = SLOTS // 2  # vocabulary tokens a new cache starts with (seed_cache)
+SEED_ROWS = SLOTS * 3 // 4  # vocabulary tokens a new cache starts with (seed_cache)
 
 # Each thread's BPE pair cache (kept with its piece cache, read by tokjit.kernels.bpe): a direct-mapped
 # copy of the pair-table answers it has looked up. A pair table of a large vocabulary is megabytes
