@@ -364,6 +364,32 @@ def _cased_at(roles, buf, i, end, flags, max_digits):
     return _other_or_spaces(roles, buf, i, end, flags, r)
 
 
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _ascii_other(roles, buf, i, end, flags):
+    """End of the match at ``i`` when it can only be the "other characters" alternative (`` ?[^\s\p{L}
+    \p{N}]+`` and its line breaks), decided from two ASCII bytes, else -1. It is when ``buf[i]`` is an
+    ASCII "other" not followed by a letter (no word alternative of either shape finds a letter after
+    it taken as the prefix, a contraction needs one, it is no digit), or a space followed by an ASCII
+    "other" (the same, and no whitespace rule gets past the space). Punctuation is ~1 piece in 5 of
+    English and code; the general path tries the word alternatives first."""
+    b = buf[nonneg(i)]
+    if b >= 0x80 or i + 1 > end:
+        return -1
+    other = ROLE_LETTER | ROLE_NUMBER | ROLE_SPACE
+    letter = ROLE_LETTER | ROLE_UPPER | ROLE_LOWER
+    if i + 1 == end:
+        return _other_run(roles, buf, i, end, flags) if (roles[nonneg(b)] & other) == 0 else -1
+    nb = buf[nonneg(i + 1)]
+    if nb >= 0x80:
+        return -1
+    if b == 32:
+        if (roles[nonneg(nb)] & other) != 0:
+            return -1
+    elif (roles[nonneg(b)] & other) != 0 or (roles[nonneg(nb)] & letter) != 0:
+        return -1
+    return _other_run(roles, buf, i, end, flags)
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, out_ends):
     """All successive matches of a recognized pattern in ``buf[start:end]`` (valid UTF-8), as
@@ -372,7 +398,10 @@ def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, ou
     cap = out_starts.shape[0]
     i = start
     while i < end:
-        if shape == SHAPE_WORDS:
+        j = _ascii_other(roles, buf, i, end, flags)
+        if j >= 0:
+            pass
+        elif shape == SHAPE_WORDS:
             j = _words_at(roles, buf, i, end, flags, max_digits)
         else:
             j = _cased_at(roles, buf, i, end, flags, max_digits)
