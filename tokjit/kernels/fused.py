@@ -30,8 +30,10 @@ STATUS_OUT_FULL = 2  # output buffer full: grow and resume at this doc
 
 STEP_BUDGET_PER_BYTE = 256  # backtracking steps per byte before a document goes to the memoizing path
 
-# pieces this long made of 3-byte characters (a run of Han, kana, Hangul...) are not looked up or kept
-# whole in the piece cache: ~9% of them recur in Chinese or Japanese text, and their segments are cached
+# pieces this long starting with a character of U+3000..U+DFFF (a run of Han, kana, Hangul: lead byte
+# E3..ED, after at most a one-byte prefix) are not looked up or kept whole in the piece cache: ~9% of
+# them recur in Chinese or Japanese text, and their segments are cached (emoji runs, which are not
+# cut, stay cached whole)
 LONG_RUN_BYTES = 16
 
 # how many pieces ahead the piece loop requests cache rows (one ahead left a hit's load the largest
@@ -175,7 +177,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                     if pe <= ps:
                         continue
                     cacheable = pe - ps <= MAX_PIECE and not (segmenting and pe - ps >= LONG_RUN_BYTES and (
-                        buf[ps] >= 0xE3 or buf[ps + 1] >= 0xE3))
+                        0xE3 <= buf[ps] <= 0xED or 0xE3 <= buf[ps + 1] <= 0xED))
                     if cacheable:
                         row = cache_find_key(cache_rows, cache_bytes, buf, ps, pe, h, w0, w1)
                         if row >= 0:
