@@ -17,7 +17,6 @@ import numpy as np
 
 from tokjit.fused.threads import utf8_bytes
 from tokjit.kernels import fused
-from tokjit.text import text_to_utf8
 from tokjit.thread_pool import thread_pool
 
 
@@ -181,15 +180,8 @@ def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     try:
         encoded = [t.encode() for t in texts]
     except (UnicodeEncodeError, AttributeError):
-        encoded = [_utf8_of(t) for t in texts]
+        encoded = [utf8_bytes(t) for t in texts]
     return byte_documents(encoded)
-
-
-def _utf8_of(text) -> bytes:
-    try:
-        return text.encode()
-    except (UnicodeEncodeError, AttributeError):
-        return text_to_utf8(text).tobytes()
 
 
 def byte_documents(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -234,22 +234,19 @@ def _encode_segments(vocab, segment_scalars, scratch, buf, ps, first_end, pe, pi
             # BPE forms whole (A1), so its id is the atom's token
             out_ids[at + n] = atom_ids[cp]
             n += 1
-            s = e
-            if s < pe:
-                e = atom_segment_end(buf, s, pe, atom_ids, edge_bits, pair_bits)
-            continue
-        cacheable = e - s <= MAX_PIECE and not maybe_unreachable(unreachable_bits, buf, s, e)
-        row = cache_find(cache_rows, cache_bytes, buf, s, e) if cacheable else -1
-        if row >= 0:
-            n += cache_emit(cache_rows, cache_ids, row, out_ids, at + n)
         else:
-            piece_starts[spare] = s
-            piece_ends[spare] = e
-            k = bpe_core(vocab, segment_scalars, scratch, buf, piece_starts, piece_ends, spare, 1, out_ids[at + n:],
-                         tok_starts, tok_ends)
-            if cacheable:
-                cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, s, e, out_ids, at + n, k)
-            n += k
+            cacheable = e - s <= MAX_PIECE and not maybe_unreachable(unreachable_bits, buf, s, e)
+            row = cache_find(cache_rows, cache_bytes, buf, s, e) if cacheable else -1
+            if row >= 0:
+                n += cache_emit(cache_rows, cache_ids, row, out_ids, at + n)
+            else:
+                piece_starts[spare] = s
+                piece_ends[spare] = e
+                k = bpe_core(vocab, segment_scalars, scratch, buf, piece_starts, piece_ends, spare, 1,
+                             out_ids[at + n:], tok_starts, tok_ends)
+                if cacheable:
+                    cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, s, e, out_ids, at + n, k)
+                n += k
         s = e
         if s < pe:
             e = atom_segment_end(buf, s, pe, atom_ids, edge_bits, pair_bits)

@@ -373,7 +373,7 @@ def _ascii_other(roles, buf, i, end, flags):
     "other" (the same, and no whitespace rule gets past the space). Punctuation is ~1 piece in 5 of
     English and code; the general path tries the word alternatives first."""
     b = buf[nonneg(i)]
-    if b >= 0x80 or i + 1 > end:
+    if b >= 0x80:
         return -1
     other = ROLE_LETTER | ROLE_NUMBER | ROLE_SPACE
     letter = ROLE_LETTER | ROLE_UPPER | ROLE_LOWER
@@ -399,12 +399,11 @@ def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, ou
     i = start
     while i < end:
         j = _ascii_other(roles, buf, i, end, flags)
-        if j >= 0:
-            pass
-        elif shape == SHAPE_WORDS:
-            j = _words_at(roles, buf, i, end, flags, max_digits)
-        else:
-            j = _cased_at(roles, buf, i, end, flags, max_digits)
+        if j < 0:
+            if shape == SHAPE_WORDS:
+                j = _words_at(roles, buf, i, end, flags, max_digits)
+            else:
+                j = _cased_at(roles, buf, i, end, flags, max_digits)
         if j == DEFER:
             return DEFER
         if j == i:  # no alternative matches here: finditer moves on one character
