@@ -50,18 +50,20 @@ def _no_word_cache():
     """One-slot stand-in arrays for the word cache of models that cannot use it (never touched)."""
     global _placeholder_words
     if _placeholder_words is None:
+        meta = np.zeros((1, 8), np.int64)
         _placeholder_words = kernel.make_word_cache(
-            np.zeros((1, 8), np.int64), np.zeros((1, 2), np.float64), np.zeros(1, np.uint8),
-            np.zeros(1, np.int32), np.zeros(1, np.float32), np.zeros(4, np.int64))
+            meta, meta.view(np.float64), np.zeros(1, np.uint8),
+            np.zeros(1, np.int32), np.zeros(1, np.float32), np.zeros(4, np.int64), np.zeros(1, np.int64))
     return _placeholder_words
 
 
 def _new_word_cache():
     """The per-thread word cache of ``encode_words_spm`` (kept across calls and buffer growth)."""
+    meta = np.zeros((kernel.WORD_SLOTS, 8), np.int64)  # the certificate columns read as float64 (WC_MARGIN)
     return kernel.make_word_cache(
-        np.zeros((kernel.WORD_SLOTS, 8), np.int64), np.zeros((kernel.WORD_SLOTS, 2), np.float64),
+        meta, meta.view(np.float64),
         np.zeros(kernel.WORD_POOL_BYTES, np.uint8), np.zeros(kernel.WORD_POOL_IDS, np.int32),
-        np.zeros(kernel.WORD_POOL_IDS, np.float32), np.zeros(4, np.int64))
+        np.zeros(kernel.WORD_POOL_IDS, np.float32), np.zeros(4, np.int64), np.zeros(2 * kernel.WORD_RING, np.int64))
 
 
 class _UnigramThread:

@@ -177,15 +177,16 @@ def make_lattice(best_score, best_start, best_id, path_start, path_end):
     return s
 
 
-# per-thread word cache of encode_words_spm (see there; kept for the life of the thread)
+# per-thread word cache of encode_words_spm (see there; kept for the life of the thread); ``cert`` is a
+# float64 view of ``meta`` (see WM_HASH)
 WordCacheType, WordCache, WORD_CACHE = structs._declare("WordCache", [
     ("meta", types.int64[:, ::1]), ("cert", types.float64[:, ::1]), ("bytes", _U8), ("ids", _I32),
-    ("scores", types.float32[::1]), ("fill", _I64),
+    ("scores", types.float32[::1]), ("fill", _I64), ("ring", _I64),
 ], __name__)
 
 
 @njit(cache=True)
-def make_word_cache(meta, cert, bytes_, ids, scores, fill):
+def make_word_cache(meta, cert, bytes_, ids, scores, fill, ring):
     s = structref.new(WORD_CACHE)
     s.meta = meta
     s.cert = cert
@@ -193,6 +194,7 @@ def make_word_cache(meta, cert, bytes_, ids, scores, fill):
     s.ids = ids
     s.scores = scores
     s.fill = fill
+    s.ring = ring
     return s
 
 
@@ -243,8 +245,13 @@ WORD_SLOTS = 1 << 16
 WORD_MAX_BYTES = 64
 WORD_POOL_BYTES = 1 << 19
 WORD_POOL_IDS = 1 << 18
-# per-slot int64 fields of ``wc_meta``
-WM_HASH, WM_BSTART, WM_BLEN, WM_ISTART, WM_ILEN, WM_PSTART, WM_PLEN, WM_CHARS = 0, 1, 2, 3, 4, 5, 6, 7
+WORD_AHEAD = 8  # words whose rows are prefetched before their lookup
+WORD_RING = 16  # power of two > WORD_AHEAD: slots of the lookahead ring (end, hash per word)
+# A slot is one 64-byte row, so a lookup touches one cache line: int64 fields of ``wc_meta``, the word's
+# bytes (``WM_BYTES``: length in bits 0-7, 0 = empty slot, pool offset above) and its node scores
+# (``WM_PATH``: count in bits 0-7, pool offset above) packed, and the certificate as float64 in the
+# last two columns, read through ``wc_cert``, a float64 view of the same rows
+WM_HASH, WM_BYTES, WM_ISTART, WM_ILEN, WM_PATH, WM_CHARS, WC_MARGIN, WC_LARGEST = 0, 1, 2, 3, 4, 5, 6, 7
 # 2**-24: float32's unit roundoff
 F32_UNIT = 5.9604644775390625e-08
 
@@ -277,9 +284,10 @@ def _word_slot(h, buf, p, q, wc_meta, wc_bytes):
     """The slot of word ``buf[p:q]`` (hash ``h``): where it is, or the empty slot it would take."""
     mask = wc_meta.shape[0] - 1
     slot = h & mask
-    while wc_meta[slot, WM_BLEN] > 0:
-        if wc_meta[slot, WM_HASH] == h and wc_meta[slot, WM_BLEN] == q - p and \
-                bytes_equal(wc_bytes, wc_meta[slot, WM_BSTART], buf, p, q - p):
+    while wc_meta[slot, WM_BYTES] > 0:
+        packed = wc_meta[slot, WM_BYTES]
+        if wc_meta[slot, WM_HASH] == h and (packed & 0xFF) == q - p and \
+                bytes_equal(wc_bytes, packed >> 8, buf, p, q - p):
             return slot
         slot = (slot + 1) & mask
     return slot
@@ -309,7 +317,7 @@ def encode_words_spm(buf, n, vocab, lattice, words, out_ids, n_out, tok_starts, 
                            (borrow(lattice, "best_score"), borrow(lattice, "best_start"), borrow(lattice, "best_id"),
                             borrow(lattice, "path_start"), borrow(lattice, "path_end")),
                            (borrow(words, "meta"), borrow(words, "cert"), borrow(words, "bytes"), borrow(words, "ids"),
-                            borrow(words, "scores"), borrow(words, "fill")),
+                            borrow(words, "scores"), borrow(words, "fill"), borrow(words, "ring")),
                            out_ids, n_out, tok_starts, tok_ends)
 
 
@@ -321,25 +329,40 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
     da, scores, id_flags, byte_ids = vocab
     unk_id, unk_score, byte_fallback = vocab_scalars
     best_score, best_start, best_id, path_start, path_end = lattice
-    wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill = words
+    wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill, ring = words
     unk32 = np.float32(unk_score)
     h = 0.0  # a float32 value: the best path score at the current word start
     p = 0
-    # each word is found one ahead and its cache slot's row prefetched, so the row's trip from memory
-    # overlaps the work on the word before it (the 4 MB cache misses the core's own caches)
-    ahead_q, ahead_hash = _word_ahead(buf, 0, n, wc_meta)
+    # words are found WORD_AHEAD ahead (end and hash kept in ``ring``) and their cache rows prefetched,
+    # so a row's trip from memory (the 4 MB table misses the core's own caches) overlaps the work on
+    # the words before it; one word ahead is too short a wait for the short words of code and prose
+    found_end = 0
+    n_found = 0
+    while n_found < WORD_AHEAD and found_end < n:
+        found_end, found_hash = _word_ahead(buf, found_end, n, wc_meta)
+        ring[2 * n_found] = found_end
+        ring[2 * n_found + 1] = found_hash
+        n_found += 1
+    w = 0
     while p < n:
-        q, word_hash = ahead_q, ahead_hash
-        if q < n:
-            ahead_q, ahead_hash = _word_ahead(buf, q, n, wc_meta)
+        r = 2 * (w & (WORD_RING - 1))
+        q = ring[r]
+        word_hash = ring[r + 1]
+        w += 1
+        if found_end < n:
+            found_end, found_hash = _word_ahead(buf, found_end, n, wc_meta)
+            r = 2 * (n_found & (WORD_RING - 1))
+            ring[r] = found_end
+            ring[r + 1] = found_hash
+            n_found += 1
         if h < -SPM_SCORE_RESET or h > SPM_SCORE_RESET:
             h = 0.0  # the Viterbi's score reset at the word start (nothing else is reached yet)
         size = q - p
         slot = -1
         if size <= WORD_MAX_BYTES:
             slot = _word_slot(word_hash, buf, p, q, wc_meta, wc_bytes)
-            if wc_meta[slot, WM_BLEN] > 0:
-                certain = _certain(h, wc_cert[slot, 0], wc_cert[slot, 1], wc_meta[slot, WM_CHARS])
+            if wc_meta[slot, WM_BYTES] > 0:
+                certain = _certain(h, wc_cert[slot, WC_MARGIN], wc_cert[slot, WC_LARGEST], wc_meta[slot, WM_CHARS])
                 if certain and wc_meta[slot, WM_ILEN] >= 0:
                     i0 = wc_meta[slot, WM_ISTART]
                     n_ids = wc_meta[slot, WM_ILEN]
@@ -347,8 +370,8 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
                         out_ids[n_out + k] = wc_ids[i0 + k]
                     n_out += n_ids
                     h32 = np.float32(h)
-                    s0 = wc_meta[slot, WM_PSTART]
-                    for k in range(wc_meta[slot, WM_PLEN]):
+                    s0 = wc_meta[slot, WM_PATH] >> 8
+                    for k in range(wc_meta[slot, WM_PATH] & 0xFF):
                         h32 = wc_scores[s0 + k] + h32
                     h = np.float64(h32)
                     p = q
@@ -377,7 +400,7 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
                 i0 = wc_meta[slot, WM_ISTART]
                 for k in range(got):
                     wc_ids[i0 + k] = out_ids[first + k]
-                s0 = wc_meta[slot, WM_PSTART]
+                s0 = wc_meta[slot, WM_PATH] >> 8
                 h32 = np.float32(h)
                 for j in range(n_path):  # node scores from the first node on, as the Viterbi adds them
                     node = n_path - 1 - j
@@ -426,34 +449,32 @@ def _word_reserve(buf, p, q, word_hash, slot, n_ids, n_path, chars, margin, larg
     (-1: none, a certificate only) and ``n_path`` node scores in the pools; the slot to use. A word
     already there is given new room (its ids being filled in). When a pool or the table is full, every
     entry is dropped first (O(slots), amortized over the pools' size)."""
-    wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill = words
+    wc_meta, wc_cert, wc_bytes, wc_ids, wc_scores, wc_fill, _ = words
     size = q - p
     need_ids = max(n_ids, 0)
     if wc_fill[0] + size > wc_bytes.shape[0] or wc_fill[1] + need_ids > wc_ids.shape[0] or \
             wc_fill[2] + n_path > wc_scores.shape[0] or 2 * (wc_fill[3] + 1) > wc_meta.shape[0]:
         for i in range(wc_meta.shape[0]):
-            wc_meta[i, WM_BLEN] = 0
+            wc_meta[i, WM_BYTES] = 0
         wc_fill[0] = 0
         wc_fill[1] = 0
         wc_fill[2] = 0
         wc_fill[3] = 0
         slot = _word_slot(word_hash, buf, p, q, wc_meta, wc_bytes)
-    if wc_meta[slot, WM_BLEN] == 0:
+    if wc_meta[slot, WM_BYTES] == 0:
         b0 = wc_fill[0]
         for k in range(size):
             wc_bytes[b0 + k] = buf[p + k]
         wc_meta[slot, WM_HASH] = word_hash
-        wc_meta[slot, WM_BSTART] = b0
-        wc_meta[slot, WM_BLEN] = size
+        wc_meta[slot, WM_BYTES] = size | (b0 << 8)
         wc_fill[0] = b0 + size
         wc_fill[3] += 1
     wc_meta[slot, WM_ISTART] = wc_fill[1]
     wc_meta[slot, WM_ILEN] = n_ids
-    wc_meta[slot, WM_PSTART] = wc_fill[2]
-    wc_meta[slot, WM_PLEN] = n_path
+    wc_meta[slot, WM_PATH] = n_path | (wc_fill[2] << 8)
     wc_meta[slot, WM_CHARS] = chars
-    wc_cert[slot, 0] = margin
-    wc_cert[slot, 1] = largest
+    wc_cert[slot, WC_MARGIN] = margin
+    wc_cert[slot, WC_LARGEST] = largest
     wc_fill[1] += need_ids
     wc_fill[2] += n_path
     return slot
