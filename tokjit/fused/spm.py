@@ -75,7 +75,7 @@ class _SPMThread:
         self.buffers = kernel.make_spm_buffers(
             np.arange(cap + 2, dtype=np.int64), np.empty(big, np.int64), np.empty(big, np.int64),
             np.empty(big, np.int64), np.empty(big, np.uint8), np.empty(big + 1, np.int64),
-            np.zeros(1, np.int64), np.zeros(1, np.int64))
+            np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(4 * kernel.PIECE_RING, np.int64))
         ws = Workspace()
         ws.grow(big)
         self.cache = cache if cache is not None else structs.make_piece_cache()

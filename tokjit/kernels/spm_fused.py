@@ -46,15 +46,19 @@ def make_spm_pipe(raw, user, vocab, ws_flags):
     return s
 
 
-# per-thread buffers of the normalized text (sizes: see encode_docs_spm)
+# per-thread buffers of the normalized text (sizes: see encode_docs_spm) and the piece loop's
+# lookahead ring (``PIECE_RING`` pieces of end, hash and two key words)
 SPMBuffersType, SPMBuffers, SPM_BUFFERS = structs._declare("SPMBuffers", [
     ("ident", _I64), ("ud_starts", _I64), ("ud_ends", _I64), ("ud_ids", _I64), ("norm_buf", _U8),
-    ("norm_align", _I64), ("one_start", _I64), ("one_end", _I64),
+    ("norm_align", _I64), ("one_start", _I64), ("one_end", _I64), ("ring", _I64),
 ], __name__)
+
+PIECE_AHEAD = 8  # pieces whose cache rows are prefetched before their lookup
+PIECE_RING = 16  # power of two > PIECE_AHEAD
 
 
 @njit(cache=True)
-def make_spm_buffers(ident, ud_starts, ud_ends, ud_ids, norm_buf, norm_align, one_start, one_end):
+def make_spm_buffers(ident, ud_starts, ud_ends, ud_ids, norm_buf, norm_align, one_start, one_end, ring):
     s = structref.new(SPM_BUFFERS)
     s.ident = ident
     s.ud_starts = ud_starts
@@ -64,6 +68,7 @@ def make_spm_buffers(ident, ud_starts, ud_ends, ud_ids, norm_buf, norm_align, on
     s.norm_align = norm_align
     s.one_start = one_start
     s.one_end = one_end
+    s.ring = ring
     return s
 
 
@@ -97,6 +102,21 @@ def encode_text_spm(session_address, text):
                            borrow(sp, "out"), borrow(sp, "doc_out_end"))
 
 
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _find_piece(norm_buf, ps, gap_end, split_space, unsafe_prev, cache_rows, ring, index):
+    """End the piece starting at ``ps`` (at the next U+2581 no merge crosses, with ``split_space``),
+    keep its end and cache key at ``ring`` slot ``index`` and prefetch its cache row; returns the end."""
+    pe = _space_split_end(norm_buf, ps, gap_end, unsafe_prev) if split_space else gap_end
+    h, w0, w1 = cacheable_key(norm_buf, ps, pe)
+    prefetch_row(cache_rows, home_row(cache_rows, h))
+    r = 4 * (index & (PIECE_RING - 1))
+    ring[r] = pe
+    ring[r + 1] = h
+    ring[r + 2] = w0
+    ring[r + 3] = w1
+    return pe
+
+
 # Compiled without reference counting (fields read with ``borrow``; see kernels.structs)
 @njit(cache=True, nogil=True, _nrt=False)
 def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out_ids, doc_out_end):
@@ -127,7 +147,7 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     ident, ud_starts = borrow(bf, "ident"), borrow(bf, "ud_starts")
     ud_ends, ud_ids = borrow(bf, "ud_ends"), borrow(bf, "ud_ids")
     norm_buf, norm_align = borrow(bf, "norm_buf"), borrow(bf, "norm_align")
-    one_start, one_end = borrow(bf, "one_start"), borrow(bf, "one_end")
+    one_start, one_end, ring = borrow(bf, "one_start"), borrow(bf, "one_end"), borrow(bf, "ring")
     cache = borrow(bs, "cache")
     cache_rows, cache_bytes, cache_ids = borrow(cache, "rows"), borrow(cache, "byte_pool"), borrow(cache, "id_pool")
     cache_fill = borrow(cache, "fill")
@@ -149,18 +169,25 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                 for u in range(n_ud + 1):
                     gap_end = ud_starts[u] if u < n_ud else m
                     if gap_end > q and cached:
-                        # pieces are found one ahead, and the next one's cache row prefetched, so the
-                        # row's trip from memory overlaps the work on the piece before it
+                        # pieces are found PIECE_AHEAD ahead (end and key kept in ``ring``) and their
+                        # cache rows prefetched, so a row's trip from memory overlaps the work on the
+                        # pieces before it (one ahead is too short a wait for short words)
+                        found = q
+                        n_found = 0
+                        while n_found < PIECE_AHEAD and found < gap_end:
+                            found = _find_piece(norm_buf, found, gap_end, split_space, unsafe_prev, cache_rows,
+                                                ring, n_found)
+                            n_found += 1
+                        k = 0
                         ps = q
-                        pe = _space_split_end(norm_buf, ps, gap_end, unsafe_prev) if split_space else gap_end
-                        h, w0, w1 = cacheable_key(norm_buf, ps, pe)
                         while ps < gap_end:
-                            next_pe = pe
-                            if pe < gap_end:
-                                next_pe = _space_split_end(norm_buf, pe, gap_end, unsafe_prev) if split_space \
-                                    else gap_end
-                            next_h, next_w0, next_w1 = cacheable_key(norm_buf, pe, next_pe)
-                            prefetch_row(cache_rows, home_row(cache_rows, next_h))
+                            r = 4 * (k & (PIECE_RING - 1))
+                            pe, h, w0, w1 = ring[r], ring[r + 1], ring[r + 2], ring[r + 3]
+                            k += 1
+                            if found < gap_end:
+                                found = _find_piece(norm_buf, found, gap_end, split_space, unsafe_prev, cache_rows,
+                                                    ring, n_found)
+                                n_found += 1
                             # the piece cache probe and copy are inlined (a call would incref/decref
                             # every array argument per piece)
                             cacheable = pe - ps <= MAX_PIECE
@@ -177,8 +204,7 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                                     cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, norm_buf, ps, pe,
                                                   out_ids, n_out, n_ids, h, w0, w1)
                                 n_out += n_ids
-                            ps, pe = pe, next_pe
-                            h, w0, w1 = next_h, next_w0, next_w1
+                            ps = pe
                     elif gap_end > q:
                         one_start[0] = q
                         one_end[0] = gap_end
