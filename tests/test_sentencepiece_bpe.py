@@ -187,6 +187,10 @@ def test_spm_variants(tmp_path, variant):
     texts = corpus_lines(limit_per_file=60, step=37) + [
         "  leading and trailing  ", "a  b   c", "<mask> x<mask>y", "foo bar foo  bar", "@@@@", "   ",
         "", "\u2581", "x\u2581", " \u2581 ", "sing singing ring", "the theatre thethe", "</think>done"]
+    # every arrangement of spaces around short words and U+2581 (runs, ends, space-only texts)
+    rng = random.Random(7)
+    texts += ["".join(rng.choice([" ", " ", "a", "\u2581", "\n", "bc"]) for _ in range(rng.randint(0, 12)))
+              for _ in range(300)]
     ours = [tok.encode(t) for t in texts]
     theirs = ref.encode(texts)
     assert first_mismatch(texts, ours, theirs) is None

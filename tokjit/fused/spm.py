@@ -73,8 +73,7 @@ class _SPMThread:
         # what encode reads the ids from (encode_to_numpy copies the array, lists read the view)
         self.out, self.out_view = self.spans.out, self.spans.out_view
         self.buffers = kernel.make_spm_buffers(
-            np.arange(cap + 2, dtype=np.int64), np.empty(big, np.int64), np.empty(big, np.int64),
-            np.empty(big, np.int64), np.empty(big, np.uint8), np.empty(big + 1, np.int64),
+            np.empty(big, np.int64), np.empty(big, np.int64), np.empty(big, np.int64), np.empty(big, np.uint8),
             np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(4 * kernel.PIECE_RING, np.int64))
         ws = Workspace()
         ws.grow(big)

@@ -17,7 +17,7 @@ from numba import njit, types
 from numba.experimental import structref
 
 from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
-from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
+from tokjit.kernels.spm_whitespace import sentencepiece_whitespace_bytes
 from tokjit.kernels import structs
 from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_core,
                                 vocab_scalars)
@@ -49,8 +49,8 @@ def make_spm_pipe(raw, user, vocab, ws_flags):
 # per-thread buffers of the normalized text (sizes: see encode_docs_spm) and the piece loop's
 # lookahead ring (``PIECE_RING`` pieces of end, hash and two key words)
 SPMBuffersType, SPMBuffers, SPM_BUFFERS = structs._declare("SPMBuffers", [
-    ("ident", _I64), ("ud_starts", _I64), ("ud_ends", _I64), ("ud_ids", _I64), ("norm_buf", _U8),
-    ("norm_align", _I64), ("one_start", _I64), ("one_end", _I64), ("ring", _I64),
+    ("ud_starts", _I64), ("ud_ends", _I64), ("ud_ids", _I64), ("norm_buf", _U8), ("one_start", _I64),
+    ("one_end", _I64), ("ring", _I64),
 ], __name__)
 
 PIECE_AHEAD = 8  # pieces whose cache rows are prefetched before their lookup
@@ -58,14 +58,12 @@ PIECE_RING = 16  # power of two > PIECE_AHEAD
 
 
 @njit(cache=True)
-def make_spm_buffers(ident, ud_starts, ud_ends, ud_ids, norm_buf, norm_align, one_start, one_end, ring):
+def make_spm_buffers(ud_starts, ud_ends, ud_ids, norm_buf, one_start, one_end, ring):
     s = structref.new(SPM_BUFFERS)
-    s.ident = ident
     s.ud_starts = ud_starts
     s.ud_ends = ud_ends
     s.ud_ids = ud_ids
     s.norm_buf = norm_buf
-    s.norm_align = norm_align
     s.one_start = one_start
     s.one_end = one_end
     s.ring = ring
@@ -126,15 +124,14 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     ``session`` (:data:`SPM_SESSION`) holds the compiled tokenizer (``pipe``) and the calling thread's
     buffers (``spans``, ``bpe``, ``bufs``). Per document: added tokens in the raw text (trie
     ``pipe.raw``, leftmost-longest); each text segment between them is normalized
-    (``sentencepiece_whitespace``), user-defined pieces are matched in the result (trie ``pipe.user``)
+    (``sentencepiece_whitespace_bytes``), user-defined pieces are matched in the result (trie ``pipe.user``)
     and the gaps are BPE-encoded as single pieces (``bpe_encode``). With ``FLAG_SPLIT_SPACE_SYMBOL`` a
     gap is cut before U+2581 where no merge can cross (the cuts ``bpe_encode`` makes itself), and
     unless UNUSED pieces are resegmented each part goes through the thread's piece cache (as
     ``kernels.fused`` keeps it): words repeat, so most parts copy ids instead of merging.
     O(normalized bytes) apart from BPE's own bounds.
-    Capacities: ``out_ids`` >= 3 * total bytes + 4 * documents; ``bufs.norm_*``, ``bufs.ud_*``,
-    ``spans.tok_*`` and the BPE workspaces >= 3 * longest document + 4; ``spans.at_*`` >= longest + 1;
-    ``bufs.ident`` = arange of length >= longest + 1.
+    Capacities: ``out_ids`` >= 3 * total bytes + 4 * documents; ``bufs.norm_buf``, ``bufs.ud_*``,
+    ``spans.tok_*`` and the BPE workspaces >= 3 * longest document + 4; ``spans.at_*`` >= longest + 1.
     """
     pipe, sp = borrow(session, "pipe"), borrow(session, "spans")
     bs, bf = borrow(session, "bpe"), borrow(session, "bufs")
@@ -144,9 +141,9 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     flags, unsafe_prev = v_scalars[0], borrow(v, "unsafe_prev")
     at_starts, at_ends, at_ids = borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids")
     tok_starts, tok_ends = borrow(sp, "tok_starts"), borrow(sp, "tok_ends")
-    ident, ud_starts = borrow(bf, "ident"), borrow(bf, "ud_starts")
+    ud_starts = borrow(bf, "ud_starts")
     ud_ends, ud_ids = borrow(bf, "ud_ends"), borrow(bf, "ud_ids")
-    norm_buf, norm_align = borrow(bf, "norm_buf"), borrow(bf, "norm_align")
+    norm_buf = borrow(bf, "norm_buf")
     one_start, one_end, ring = borrow(bf, "one_start"), borrow(bf, "one_end"), borrow(bf, "ring")
     cache = borrow(bs, "cache")
     cache_rows, cache_bytes, cache_ids = borrow(cache, "rows"), borrow(cache, "byte_pool"), borrow(cache, "id_pool")
@@ -162,8 +159,7 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
             if seg_end > pos:
-                n = seg_end - pos
-                m = sentencepiece_whitespace(buf[pos:seg_end], ident, n, ws_flags, norm_buf, norm_align)
+                m = sentencepiece_whitespace_bytes(buf, pos, seg_end, ws_flags, norm_buf)
                 n_ud = added_token_matches(norm_buf, 0, m, *ud, ud_starts, ud_ends, ud_ids)
                 q = 0
                 for u in range(n_ud + 1):

@@ -125,3 +125,58 @@ def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
         m = _put_space(out, out_align, m, consumed, escape)
     out_align[m] = consumed
     return m
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def sentencepiece_whitespace_bytes(buf, s, e, flags, out):
+    """:func:`sentencepiece_whitespace` for text without a charsmap (every byte its own unit) and
+    without the alignment: leading spaces skipped, dummy prefix, runs of spaces collapsed to one,
+    " " -> U+2581, trailing ones trimmed. Writes ``out`` from 0 and returns its length; the same bytes
+    as the general pass on ``buf[s:e]`` with the identity alignment, in one branch-light loop (the
+    fused SentencePiece-BPE kernel reads no alignment). O(e - s). Capacity: ``out`` >= 3 * (e - s) + 3.
+    """
+    remove_extra = (flags & WS_REMOVE_EXTRA) != 0
+    escape = (flags & WS_ESCAPE) != 0
+    dummy = (flags & WS_DUMMY_PREFIX) != 0
+    suffix = (flags & WS_SUFFIX) != 0
+    i = s
+    if remove_extra:
+        while i < e and buf[i] == 32:
+            i += 1
+    if i >= e:
+        return 0
+    m = 0
+    if dummy and not suffix:
+        m = _put_space_bytes(out, 0, escape)
+    prev_space = False  # after a space, with remove_extra: the next space is dropped
+    while i < e:
+        b = buf[i]
+        i += 1
+        if b != 32:
+            out[m] = b
+            m += 1
+            prev_space = False
+        elif not prev_space:
+            m = _put_space_bytes(out, m, escape)
+            prev_space = remove_extra
+    if remove_extra:
+        if escape:
+            while m >= 3 and out[m - 3] == 0xE2 and out[m - 2] == 0x96 and out[m - 1] == 0x81:
+                m -= 3
+        else:
+            while m >= 1 and out[m - 1] == 32:
+                m -= 1
+    if dummy and suffix:
+        m = _put_space_bytes(out, m, escape)
+    return m
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _put_space_bytes(out, m, escape):
+    if escape:
+        out[m] = 0xE2
+        out[m + 1] = 0x96
+        out[m + 2] = 0x81
+        return m + 3
+    out[m] = 32
+    return m + 1
