@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import glob
 import json
+import random
 
 import numpy as np
 import pytest
@@ -330,7 +331,12 @@ def _as_array(data: bytes) -> np.ndarray:
 
 def test_charsmap_matches_sentencepiece(shared):
     pytest.importorskip("google.protobuf")
-    texts = corpus_lines(limit_per_file=400)
+    # letters before combining marks (keys that begin with a plain letter), compatibility forms, CJK
+    rng = random.Random(11)
+    mix = ["A", "e", "\u0301", "\u0308", "\u0306", "\u0438", "\u3000", "\uff21", "\u4e2d", " ", "\x00", "\ufb01",
+           "1", "\u2460", "\uff76", "\uff9e", "\u1100", "\u1161", "\U0001F600", "\u00e9"]
+    texts = corpus_lines(limit_per_file=400) + [
+        "".join(rng.choice(mix) for _ in range(rng.randint(1, 10))) for _ in range(400)]
     raw = [b"a\xff\xc3b\xe2\x82", b"\xed\xa0\x80x", b"\xc0\xaf\xf4\x90\x80\x80", b"\x00\x01\xef\xbf\xbd",
            "\uff21\u0301\ufb01\u2460\u3000\uff76\uff9e".encode()]
     for name, blob in _rule_blobs(shared).items():

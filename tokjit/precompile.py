@@ -173,7 +173,20 @@ def _exercise(family: str) -> tuple[str, float]:
     stream = tok.decode_stream()
     for tid in tok.encode(SAMPLE[2]):
         stream.step(tid)
+    if family.startswith("Unigram"):
+        _exercise_charsmap()
     return family, time.perf_counter() - t0
+
+
+def _exercise_charsmap() -> None:
+    """The precompiled-charsmap kernels real Unigram models load with (validation, the plain-character
+    bitmap, both normalizers), over a one-unit double array that maps nothing."""
+    import numpy as np
+    from tokjit.pipeline.charsmap import PrecompiledCharsmap
+    charsmap = PrecompiledCharsmap(struct.pack("<II", 4, 0) + b"\0")
+    data = np.frombuffer(SAMPLE[2].encode(), np.uint8)
+    charsmap.normalize(data, None)
+    charsmap.normalize_hf(data, None)
 
 
 def precompile(families: list[str] | None = None, *, processes: int | None = None, log=None) -> dict:

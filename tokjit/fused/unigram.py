@@ -99,9 +99,9 @@ def _vocab(model: UnigramModel):
 
 def _charsmap(cm, max_step: int, props):
     if cm is None:
-        return kernel.make_charsmap(False, _EMPTY_U32, _EMPTY_U8, np.int64(max_step), _EMPTY_U8)
+        return kernel.make_charsmap(False, _EMPTY_U32, _EMPTY_U8, np.int64(max_step), _EMPTY_U8, _EMPTY_U8)
     return kernel.make_charsmap(True, field(cm.units, np.uint32), field(cm.strings, np.uint8), np.int64(max_step),
-                                props)
+                                props, field(cm.plain, np.uint8))
 
 
 def _missing_unk() -> InputError:

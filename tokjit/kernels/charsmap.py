@@ -123,13 +123,102 @@ def _spm_char_len(buf, i, n):
     return 0
 
 
+PLAIN_BYTES = 0x10000 // 8  # one bitmap of plain_chars: a bit per BMP code point
+
+
+@njit(cache=True, nogil=True)
+def plain_chars(units, plain):
+    """Mark the BMP characters :func:`spm_normalize` copies unchanged, so it can skip their walk.
+    ``plain`` (uint8[2 * PLAIN_BYTES]) holds two bitmaps (bit ``cp & 7`` of byte ``cp >> 3``): the
+    first marks characters no key begins with (walking their UTF-8 bytes from the root fails before
+    their end and passes no leaf); the second also those whose whole walk passes no leaf and ends at a
+    node with no ASCII child, copied unchanged when ASCII or the end of the text follows (a letter
+    that only begins keys with a combining mark after it). Surrogates (not UTF-8) stay unmarked.
+    O(65536 * (3 + 128)) steps, once per charsmap."""
+    n_units = units.shape[0]
+    root = _offset(np.int64(units[0]))
+    for k in range(plain.shape[0]):
+        plain[k] = 0
+    for cp in range(0x10000):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        if cp < 0x80:
+            length = 1
+            b0, b1, b2 = cp, 0, 0
+        elif cp < 0x800:
+            length = 2
+            b0, b1, b2 = 0xC0 | (cp >> 6), 0x80 | (cp & 0x3F), 0
+        else:
+            length = 3
+            b0, b1, b2 = 0xE0 | (cp >> 12), 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
+        pos = root
+        walked = 0  # bytes walked, or -1 when a leaf was passed
+        for k in range(length):
+            c = b0 if k == 0 else (b1 if k == 1 else b2)
+            pos, leaf = _step(units, n_units, pos, np.int64(c))
+            if pos < 0:
+                break
+            if leaf:
+                walked = -1
+                break
+            walked += 1
+        bit = np.uint8(1 << (cp & 7))
+        if 0 <= walked < length:
+            plain[cp >> 3] |= bit
+            plain[PLAIN_BYTES + (cp >> 3)] |= bit
+        elif walked == length:
+            ascii_child = False
+            for c in range(0x80):
+                if _step(units, n_units, pos, np.int64(c))[0] >= 0:
+                    ascii_child = True
+                    break
+            if not ascii_child:
+                plain[PLAIN_BYTES + (cp >> 3)] |= bit
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _plain_len(buf, i, n, plain):
+    """Length of the character at ``i`` when :func:`plain_chars` says it is copied unchanged here
+    (valid UTF-8 in the BMP, marked in the first bitmap, or in the second with ASCII or the end of
+    the text after it), else 0."""
+    b0 = np.int64(buf[i])
+    if b0 < 0x80:
+        cp = b0
+        length = 1
+    elif 0xE0 <= b0 < 0xF0 and i + 2 < n:
+        b1 = np.int64(buf[i + 1])
+        b2 = np.int64(buf[i + 2])
+        if (b1 & 0xC0) != 0x80 or (b2 & 0xC0) != 0x80:
+            return 0
+        cp = ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)
+        if cp < 0x800 or 0xD800 <= cp < 0xE000:
+            return 0
+        length = 3
+    elif 0xC2 <= b0 < 0xE0 and i + 1 < n:
+        b1 = np.int64(buf[i + 1])
+        if (b1 & 0xC0) != 0x80:
+            return 0
+        cp = ((b0 & 0x1F) << 6) | (b1 & 0x3F)
+        length = 2
+    else:
+        return 0
+    byte = cp >> 3
+    shift = cp & 7
+    if (plain[byte] >> shift) & 1:
+        return length
+    if (plain[PLAIN_BYTES + byte] >> shift) & 1 and (i + length >= n or buf[i + length] < 0x80):
+        return length
+    return 0
+
+
 @njit(cache=True, nogil=True, _nrt=False)
-def spm_normalize(buf, i, n, units, strings, max_step, out, out_src, o):
+def spm_normalize(buf, i, n, units, strings, plain, max_step, out, out_src, o):
     """sentencepiece ``Normalizer::NormalizePrefix`` applied along ``buf[i:n]``.
 
     At each position the longest key of the double array that prefixes the rest of the input (bytes,
     NUL included) is replaced by its string; without a match one UTF-8 character is copied, an invalid
-    byte becomes U+FFFD. ``out_src[j]`` = input offset where the rule that wrote byte ``j`` started.
+    byte becomes U+FFFD. Characters ``plain`` marks (:func:`plain_chars`; most text) are copied
+    without the walk. ``out_src[j]`` = input offset where the rule that wrote byte ``j`` started.
     Stops early, before a step that might not fit (``max_step`` bytes), so the caller can grow ``out``.
     Returns (input position reached, output length, modified flag). O(n * longest key).
     """
@@ -140,6 +229,14 @@ def spm_normalize(buf, i, n, units, strings, max_step, out, out_src, o):
     while i < n:
         if o + max_step > cap:
             break
+        length = _plain_len(buf, i, n, plain)
+        if length > 0:
+            for k in range(length):
+                out[o + k] = buf[i + k]
+                out_src[o + k] = i
+            o += length
+            i += length
+            continue
         best_len = 0
         best_value = np.int64(0)
         pos = root

@@ -72,18 +72,19 @@ def make_unigram_vocab(da, scores, id_flags, byte_ids, arith, unk_id, unk_score,
 # writes (``max_step``), and for HF's grapheme-wise walk the grapheme properties (``props``)
 CharsmapType, Charsmap, CHARSMAP = structs._declare("Charsmap", [
     ("present", types.boolean), ("units", types.uint32[::1]), ("strings", _U8), ("max_step", types.int64),
-    ("props", _U8),
+    ("props", _U8), ("plain", _U8),
 ], __name__)
 
 
 @njit(cache=True)
-def make_charsmap(present, units, strings, max_step, props):
+def make_charsmap(present, units, strings, max_step, props, plain):
     s = structref.new(CHARSMAP)
     s.present = present
     s.units = units
     s.strings = strings
     s.max_step = max_step
     s.props = props
+    s.plain = plain
     return s
 
 
@@ -551,6 +552,7 @@ def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_
         borrow(ud, "child_count")
     ud_edge_byte, ud_edge_target, ud_token = borrow(ud, "edge_byte"), borrow(ud, "edge_target"), \
         borrow(ud, "node_token")
+    cm_plain = borrow(cm, "plain")
     has_charsmap, cm_units, cm_strings, cm_max_step = borrow(cm, "present"), borrow(cm, "units"), \
         borrow(cm, "strings"), borrow(cm, "max_step")
     da, scores, id_flags, byte_ids, arith = borrow(vocab, "da"), borrow(vocab, "scores"), borrow(vocab, "id_flags"), \
@@ -590,7 +592,7 @@ def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_
                     for u in range(n_ud + 1):
                         gap_end = ud_starts[u] if u < n_ud else seg_end
                         if gap_end > q:
-                            reached, m, _ = spm_normalize(buf, q, gap_end, cm_units, cm_strings, cm_max_step,
+                            reached, m, _ = spm_normalize(buf, q, gap_end, cm_units, cm_strings, cm_plain, cm_max_step,
                                                           cm_buf, cm_src, m)
                             if reached < gap_end:
                                 io[2] = 2 * cm_cap + cm_max_step * (seg_end - reached)

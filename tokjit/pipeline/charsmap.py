@@ -73,6 +73,9 @@ class PrecompiledCharsmap:
                 raise ModelFileError(f"charsmap replacement strings are not UTF-8 ({exc.reason} at byte "
                                      f"{exc.start})", path=path, where=where) from None
         self.max_replacement = self._validate(path, where)
+        # BMP characters no rule begins with: copied without a walk (kernels.charsmap.plain_chars)
+        self.plain = np.empty(2 * kernel.PLAIN_BYTES, np.uint8)
+        kernel.plain_chars(self.units, self.plain)
 
     def _validate(self, path, where) -> int:
         """Check every leaf a walk can reach; return the longest replacement string."""
@@ -128,12 +131,12 @@ class PrecompiledCharsmap:
         out = np.empty(cap, np.uint8)
         src = np.empty(cap, np.int64)
         i, o, modified = kernel.spm_normalize(buf, np.int64(0), np.int64(n), self.units, self.strings,
-                                              max_step, out, src, np.int64(0))
+                                              self.plain, max_step, out, src, np.int64(0))
         while i < n:
             cap = max(2 * cap, o + int(max_step) + (n - i))
             out, src = _grow(out, src, o, cap)
             i, o, more = kernel.spm_normalize(buf, np.int64(i), np.int64(n), self.units, self.strings,
-                                              max_step, out, src, np.int64(o))
+                                              self.plain, max_step, out, src, np.int64(o))
             modified = modified or more
         if not modified:
             return buf, align
