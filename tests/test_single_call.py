@@ -22,7 +22,7 @@ import pytest
 
 import tokjit
 from conftest import shared_path
-from tokjit.fused.driver import FusedPath
+from tokjit.fused.driver import BIG_LIST, FusedPath
 from tokjit.kernels import fused as fused_kernel
 from tokjit.serving import metrics
 
@@ -78,6 +78,23 @@ def test_single_calls_match_reference(shared, family):
         assert tok.encode(text, parse_special=parse_special) == ref(text), text[:60]
     batch = tok.encode_batch(TEXTS, parse_special=parse_special)
     assert batch == [ref(text) for text in TEXTS]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_long_outputs_match_reference(shared, family):
+    """Outputs of BIG_LIST ids or more become lists through the tokenizer's table of shared ints (grown
+    when a larger id appears): one text, a batch, and again after the table exists."""
+    parts, kind = FAMILIES[family]
+    path = str(shared_path("data", *parts))
+    ref, parse_special = _reference(kind, path)
+    tok = tokjit.load(path)
+    long_text = " ".join(TEXTS[:9]) * 40
+    for text in (_SENTENCE * 12000, long_text):
+        expected = ref(text)
+        assert len(expected) >= BIG_LIST
+        got = tok.encode(text, parse_special=parse_special)
+        assert got == expected and all(type(t) is int for t in got[:100])
+        assert tok.encode_batch(["Hi", text], parse_special=parse_special) == [ref("Hi"), expected]
 
 
 def test_borrow_reads_the_same_fields_as_attribute_access():

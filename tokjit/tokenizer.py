@@ -172,7 +172,7 @@ class Tokenizer(TransformersMixin):
         texts = _text_list(texts)
         if self._fused is not None:
             flat, offsets = self._fused.encode_texts(texts, parse_special, self._threads(num_threads))
-            ids = flat.tolist()
+            ids = self._fused.id_list(flat)
             out = [ids[a:b] for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
             return [self.post_process(x) for x in out] if add_special_tokens else out
 

@@ -20,6 +20,10 @@ from tokjit.kernels import fused
 from tokjit.thread_pool import thread_pool
 
 
+# An id list at least this long is built from one shared Python int per id (``FusedPath.id_list``)
+BIG_LIST = 1 << 16
+
+
 def doc_sizes(doc_starts: np.ndarray, doc_ends: np.ndarray) -> tuple[int, int, int]:
     """(number of documents, longest, total bytes)."""
     lengths = doc_ends - doc_starts
@@ -45,6 +49,22 @@ class FusedPath:
 
     text_kernel = None
     form = None  # a Unicode normal form ("NFC", ...) the text must already be in for the kernel's ids
+    _int_table = np.empty(0, object)
+
+    def id_list(self, ids: np.ndarray) -> list[int]:
+        """``ids.tolist()``, faster for long outputs: from ``BIG_LIST`` ids on, the list holds shared
+        ints from a table of every id (an object array, grown on demand) instead of one new int per
+        id. A million new ints make CPython's allocator take fresh memory, superlinearly (19 ms for 1M
+        ids against 1.5 ms for 100K); the table's copy takes 5 ms (0.9 ms)."""
+        if ids.shape[0] < BIG_LIST:
+            return ids.tolist()
+        table = self._int_table
+        top = int(ids.max()) + 1
+        if top > table.shape[0]:
+            table = np.empty(max(top, 2 * table.shape[0]), object)
+            table[:] = range(table.shape[0])
+            self._int_table = table
+        return table.take(ids).tolist()
 
     def encode_list(self, text: str, parse_special: bool) -> list[int]:
         """Ids of one text as a list: one kernel call on this thread's buffers, no allocation."""
@@ -66,7 +86,7 @@ class FusedPath:
         """``encode(text, *, add_special_tokens, parse_special)`` over this path; without ``metrics``
         (``encode_list``) it neither counts nor post-processes. The ids come back as a list, or with
         ``as_array`` as a new int32 array (a copy of the thread's ``out``: a later call reuses it)."""
-        path, local, form = self, self._local, self.form
+        path, local, form, big_list = self, self._local, self.form, BIG_LIST
         staged = _int32_array if as_array else _same  # what the ids of the staged fallback become
 
         def encode(text: str, *, add_special_tokens: bool = False, parse_special: bool = False):
@@ -96,7 +116,12 @@ class FusedPath:
                     return post_process(out) if add_special_tokens else out
                 n = entry(st.session_addrs[parse_special], data)
             # a numpy slice and copy (~0.2 us) beat np.array(memoryview) (~0.3 us); lists read the view
-            out = st.out[:n].copy() if as_array else st.out_view[:n].tolist()
+            if as_array:
+                out = st.out[:n].copy()
+            elif n < big_list:
+                out = st.out_view[:n].tolist()
+            else:
+                out = path.id_list(st.out[:n])
             return post_process(out) if add_special_tokens else out
 
         if general is not None:
