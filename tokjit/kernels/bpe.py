@@ -19,6 +19,7 @@ from tokjit.kernels.atoms import atom_at, maybe_unreachable
 from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_home, pair_key, pair_value
 from tokjit.kernels.memops import prefetch_at
 from tokjit.kernels.structs import borrow
+from tokjit.kernels.utf8 import bmp_at, encode_bmp
 
 NO_RANK = 2147483647
 
@@ -51,6 +52,20 @@ def _utf8_len(lead):
     if lead < 0xF0:
         return 3
     return 4
+
+
+@njit(cache=True, nogil=True)
+def char_token_ids(blob, offsets, table, out):
+    """``out[cp]`` = id of the token that is exactly the BMP character ``cp`` (-1: none), for every
+    code point below 0x10000 (surrogates -1): the initial symbols of character-symbol BPE by index
+    instead of a hash probe per character (``out`` int32[0x10000]). O(65536) lookups, once per model."""
+    buf = np.zeros(3, np.uint8)
+    for cp in range(0x10000):
+        out[cp] = -1
+        if 0xD800 <= cp < 0xE000:
+            continue
+        n = encode_bmp(cp, buf)
+        out[cp] = lookup_bytes(buf, 0, n, blob, offsets, table)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -294,7 +309,7 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
     split_space = (flags & FLAG_SPLIT_SPACE_SYMBOL) != 0
     atoms = (flags & FLAG_ATOMS) != 0
     unreachable_known = (flags & FLAG_UNREACHABLE_KNOWN) != 0
-    unreachable_bits = borrow(vocab, "unreachable_bits")
+    unreachable_bits, char_ids = borrow(vocab, "unreachable_bits"), borrow(vocab, "char_ids")
     n_touched = 0
     n_out = 0
     p = first_piece - 1
@@ -342,7 +357,11 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
                 step = _utf8_len(buf[i])
                 if i + step > pe:
                     step = pe - i
-                sid = lookup_bytes(buf, i, i + step, tok_blob, tok_offsets, tok_table)
+                cp, n_bytes = bmp_at(buf, i, pe)
+                if n_bytes > 0:
+                    sid = char_ids[cp]
+                else:
+                    sid = lookup_bytes(buf, i, i + step, tok_blob, tok_offsets, tok_table)
             ws_start[m] = i
             ws_end[m] = i + step
             ws_id[m] = sid

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tokjit.kernels.utf8 import bmp_at, encode_bmp
+
 # Grapheme_Cluster_Break values as stored in tokjit/data/grapheme_break.npz (bits 0-3)
 GCB_OTHER, GCB_CR, GCB_LF, GCB_CONTROL, GCB_EXTEND, GCB_ZWJ, GCB_RI, GCB_PREPEND, GCB_SPACINGMARK, \
     GCB_L, GCB_V, GCB_T, GCB_LV, GCB_LVT = range(14)
@@ -137,25 +139,17 @@ def plain_chars(units, plain):
     O(65536 * (3 + 128)) steps, once per charsmap."""
     n_units = units.shape[0]
     root = _offset(np.int64(units[0]))
+    utf8 = np.zeros(3, np.uint8)
     for k in range(plain.shape[0]):
         plain[k] = 0
     for cp in range(0x10000):
         if 0xD800 <= cp < 0xE000:
             continue
-        if cp < 0x80:
-            length = 1
-            b0, b1, b2 = cp, 0, 0
-        elif cp < 0x800:
-            length = 2
-            b0, b1, b2 = 0xC0 | (cp >> 6), 0x80 | (cp & 0x3F), 0
-        else:
-            length = 3
-            b0, b1, b2 = 0xE0 | (cp >> 12), 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
+        length = encode_bmp(cp, utf8)
         pos = root
         walked = 0  # bytes walked, or -1 when a leaf was passed
         for k in range(length):
-            c = b0 if k == 0 else (b1 if k == 1 else b2)
-            pos, leaf = _step(units, n_units, pos, np.int64(c))
+            pos, leaf = _step(units, n_units, pos, np.int64(utf8[k]))
             if pos < 0:
                 break
             if leaf:
@@ -181,26 +175,8 @@ def _plain_len(buf, i, n, plain):
     """Length of the character at ``i`` when :func:`plain_chars` says it is copied unchanged here
     (valid UTF-8 in the BMP, marked in the first bitmap, or in the second with ASCII or the end of
     the text after it), else 0."""
-    b0 = np.int64(buf[i])
-    if b0 < 0x80:
-        cp = b0
-        length = 1
-    elif 0xE0 <= b0 < 0xF0 and i + 2 < n:
-        b1 = np.int64(buf[i + 1])
-        b2 = np.int64(buf[i + 2])
-        if (b1 & 0xC0) != 0x80 or (b2 & 0xC0) != 0x80:
-            return 0
-        cp = ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)
-        if cp < 0x800 or 0xD800 <= cp < 0xE000:
-            return 0
-        length = 3
-    elif 0xC2 <= b0 < 0xE0 and i + 1 < n:
-        b1 = np.int64(buf[i + 1])
-        if (b1 & 0xC0) != 0x80:
-            return 0
-        cp = ((b0 & 0x1F) << 6) | (b1 & 0x3F)
-        length = 2
-    else:
+    cp, length = bmp_at(buf, i, n)
+    if length == 0:
         return 0
     byte = cp >> 3
     shift = cp & 7

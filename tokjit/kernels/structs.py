@@ -209,7 +209,7 @@ BPEVocabType, BPEVocab, BPE_VOCAB = _declare("BPEVocab", [
     ("blob", _U8), ("offsets", _I64), ("table", _I32), ("byte_ids", _I32), ("merge_rank", _I64),
     ("pair_slots", _I64), ("flags", types.int64), ("unk_id", types.int64), ("max_len", types.int64),
     ("token_flags", _U8), ("unsafe_prev", _I64), ("atom_ids", _I32), ("edge_bits", _U64), ("pair_bits", _U64),
-    ("unreachable_bits", _U64), ("pair_rows", _I64),
+    ("unreachable_bits", _U64), ("pair_rows", _I64), ("char_ids", _I32),
 ])
 
 
@@ -234,6 +234,7 @@ def _new_bpe_vocab(fields):
     s.pair_bits = fields[13]
     s.unreachable_bits = fields[14]
     s.pair_rows = fields[15]
+    s.char_ids = fields[16]
     return s
 
 
@@ -244,7 +245,8 @@ def make_bpe_vocab(model) -> BPEVocab:
                            np.int64(m.flags), np.int64(m.unk_id), np.int64(m.max_len),
                            _arr(m.token_flags, np.uint8), _arr(m.unsafe_prev, np.int64),
                            _arr(m.atom_ids, np.int32), _arr(m.edge_bits, np.uint64), _arr(m.pair_bits, np.uint64),
-                           _arr(m.unreachable_bits, np.uint64), _arr(m.pairs.rows, np.int64)))
+                           _arr(m.unreachable_bits, np.uint64), _arr(m.pairs.rows, np.int64),
+                           _arr(m.char_ids, np.int32)))
 
 
 # -------------------------------------------------------------------------------------------------

@@ -181,6 +181,11 @@ class BPEModel:
         if flags & bpe_kernel.FLAG_BYTE_FALLBACK and unk is not None:
             self.byte_ids[self.byte_ids < 0] = unk  # a byte without a <0xXX> token is unknown
         self.max_len = np.int64(max(self.vocab.max_len, 1))
+        self.char_ids = np.full(1, -1, np.int32)
+        if not byte_symbols:
+            # initial symbols by index: a hash probe per character was ~12% of Gemma 3 on Japanese
+            self.char_ids = np.empty(0x10000, np.int32)
+            bpe_kernel.char_token_ids(self.vocab.blob, self.vocab.offsets, self.vocab.table, self.char_ids)
         self._find_atoms(spec)
 
     def _find_atoms(self, spec: TokenizerSpec) -> None:
