@@ -51,6 +51,14 @@ def test_normal_form_then_byte_level_bpe_equals_hf(tmp_path, form):
     assert tok.encode_batch(texts, parse_special=True, num_threads=2) == expected
     plain = [tok.encode(t) for t in texts]
     assert plain == tok.encode_batch(texts)  # parse_special=False: same path choice per text
+    # texts the kernel cannot take first, last, side by side and beside empty ones: their ids are
+    # spliced between runs of kernel ids
+    n_forms = [i for i, t in enumerate(texts) if not unicodedata.is_normalized(form, t)]
+    edge = [n_forms[0], 0, n_forms[1], n_forms[2], 1, 2, n_forms[-1]]
+    batch = [texts[i] for i in edge]
+    batch = batch[:2] + [""] + batch[2:] + [""] + [texts[n_forms[0]]]
+    assert tok.encode_batch(batch, parse_special=True, num_threads=1) == \
+        [ref.encode(t, add_special_tokens=False).ids for t in batch]
 
 
 @pytest.mark.parametrize("form", ["NFC", "NFD", "NFKC", "NFKD"])
