@@ -9,7 +9,8 @@ Shared by ``benchmarks/compare.py`` (one printed comparison) and the asv suite
 * ``encode_np``: its single-text call returning a numpy array, where it has one (tokjit and tiktoken
   ``encode_to_numpy``, gigatoken ``encode``),
 * ``batch``: its list-of-lists batch API, keyed by thread count (``1`` and ``ALL_THREADS``),
-* ``flat``: its flat bulk API (one buffer of ids plus offsets), where it has one.
+* ``flat``: its flat bulk API (one buffer of ids plus offsets), where it has one, keyed by thread
+  count like ``batch`` (fastokens' takes no thread count: all cores only).
 
 A library that is not importable is reported as "not installed"; one that cannot load a tokenizer
 (unsupported model or normalizer) as "cannot load: <its error>". Neither is fatal. Which library
@@ -174,8 +175,8 @@ def tokjit_engine(tok, spec: TokenizerSpec) -> Engine:
         encode_np=functools.partial(tok.encode_to_numpy, parse_special=True) if ps else tok.encode_to_numpy,
         batch={n: (lambda ts, n=n: tok.encode_batch(ts, num_threads=n, parse_special=ps))
                for n in sorted({1, ALL_THREADS})},
-        flat={ALL_THREADS: lambda ts: tok.encode_batch_numpy(ts, num_threads=ALL_THREADS,
-                                                             parse_special=ps)},
+        flat={n: (lambda ts, n=n: tok.encode_batch_numpy(ts, num_threads=n, parse_special=ps))
+              for n in sorted({1, ALL_THREADS})},
     )
 
 
@@ -262,7 +263,8 @@ def _gigatoken(spec: TokenizerSpec) -> Engine:
         encode_np=g.encode,
         batch={1: lambda ts: g.encode_batch_list(ts, parallel=False),
                ALL_THREADS: lambda ts: g.encode_batch_list(ts, parallel=True)},
-        flat={ALL_THREADS: lambda ts: g.encode_batch(ts, parallel=True)},
+        flat={1: lambda ts: g.encode_batch(ts, parallel=False),
+              ALL_THREADS: lambda ts: g.encode_batch(ts, parallel=True)},
     )
 
 

@@ -2,8 +2,8 @@
 
 Per-call latency of each library's fastest single-text call returning a list, and of its call
 returning a numpy array where it has one, at three sizes (2 characters, one sentence, a 5 KB
-document), and its batch APIs (list-of-lists on 1 and all threads, flat buffer on
-all threads) on English lines. Inputs come from pools of distinct texts, as in compare.py. Before
+document), and its batch APIs (list-of-lists and flat buffer, each on 1 and all threads) on
+English lines. Inputs come from pools of distinct texts, as in compare.py. Before
 anything is timed, the library's ids on held-out texts of the same pool are compared with the
 reference's: tokjit differing fails the benchmark; a peer differing, not installed or unable to
 load the tokenizer is skipped with the reason on stderr, so CI never fails because of a peer. ``IdsExact.track_differing_lines`` records how many lines each peer gets wrong.
@@ -25,7 +25,7 @@ from ._engines import (
 ASV_TOKENIZERS = {"o200k": "o200k_base", "llama3": "llama3", "llama2-spm": "llama2-spm",
                   "bert": "bert"}
 LIBRARY_ROLES = ["tokjit", "reference", "gigatoken", "fastokens"]
-BATCH_APIS = sorted({"batch/1", f"batch/{ALL_THREADS}", f"flat/{ALL_THREADS}"})
+BATCH_APIS = sorted({"batch/1", f"batch/{ALL_THREADS}", "flat/1", f"flat/{ALL_THREADS}"})
 
 _ENGINES: dict = {}
 

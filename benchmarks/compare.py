@@ -14,7 +14,8 @@ tokenizer.json of a tiktoken encoding exists) is timed in each mode its API offe
   library has one (tokjit and tiktoken ``encode_to_numpy``, gigatoken ``encode``), so no library
   is timed building a list its peer does not build,
 * ``batch/1``, ``batch/N``: its list-of-lists batch API on 1 thread and on all N cores,
-* ``flat/N``: its flat bulk API (one id buffer plus offsets) on all cores, where it has one.
+* ``flat/1``, ``flat/N``: its flat bulk API (one id buffer plus offsets), where it has one, on 1
+  thread where the API takes a thread count (tokjit, gigatoken) and on all N cores.
 
 Each repetition times every (library, mode) on a new slice of the corpus that no library has
 seen (one untimed warm-up slice first), engines interleaved within the repetition (tokjit,
@@ -74,7 +75,7 @@ def modes_of(engine: Engine) -> list[tuple[str, int]]:
 
 def all_modes() -> list[str]:
     threads = sorted({1, ALL_THREADS})
-    return list(SINGLE_CALLS) + [f"batch/{n}" for n in threads] + [f"flat/{ALL_THREADS}"]
+    return list(SINGLE_CALLS) + [f"batch/{n}" for n in threads] + [f"flat/{n}" for n in threads]
 
 
 def label_of(mode: str, threads: int) -> str:
