@@ -437,7 +437,7 @@ def print_summary(report: dict) -> None:
     if not cells:
         return
     print("\n== summary: MB/s at each side's best exact mode; ratio = tokjit / best other ==")
-    print("   (1 thread: loop, loop/np or batch/1, wall time; cpu: the same by CPU time; any: every mode)")
+    print("   (1 thread: loop, loop/np, batch/1 or flat/1, wall time; cpu: the same by CPU time; any: every mode)")
     header = (f"{'tokenizer':<12} {'corpus':<9}{'tokjit 1-thr':>13} {'best other, 1 thread':>30}"
               f"{'ratio':>7}{'cpu':>7}{'tokjit any':>12} {'best other, any mode':>30}{'ratio':>7}")
     print(header)
