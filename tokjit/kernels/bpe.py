@@ -358,7 +358,7 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
                 if i + step > pe:
                     step = pe - i
                 cp, n_bytes = bmp_at(buf, i, pe)
-                if n_bytes > 0:
+                if n_bytes > 0 and cp < char_ids.shape[0]:  # (a byte-symbol vocabulary has no table)
                     sid = char_ids[cp]
                 else:
                     sid = lookup_bytes(buf, i, i + step, tok_blob, tok_offsets, tok_table)
