@@ -38,6 +38,7 @@ from numba import njit
 
 from tokjit.kernels.lookup import PAIR_FIELD_BITS, PAIR_FIELD_MASK, apply_merge, entry_value, lowest_merge
 from tokjit.kernels.piece_cache import piece_key
+from tokjit.kernels.utf8 import decode_bmp
 
 NO_ATOM = -1
 ATOM_CODE_POINTS = 1 << 16  # atoms are characters of the Basic Multilingual Plane (2 or 3 bytes)
@@ -52,24 +53,6 @@ def pair_bit(cp_left, cp_right):
     """Index of the bit that stands for the adjacent character pair (cp_left, cp_right)."""
     h = ((np.int64(cp_left) << 21) | np.int64(cp_right)) * _PAIR_MIX
     return (h >> (64 - PAIR_BITS_LOG2)) & ((1 << PAIR_BITS_LOG2) - 1)
-
-
-@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def decode_bmp(buf, i, end):
-    """(code point, length) of a 2- or 3-byte character at ``buf[i]``, or (-1, 1) when the bytes there
-    are not one (ASCII, a 4-byte character, a stray byte, or a truncated sequence)."""
-    b0 = np.int64(buf[i])
-    if 0xC2 <= b0 <= 0xDF:
-        if i + 1 < end and (buf[i + 1] & 0xC0) == 0x80:
-            return ((b0 & 0x1F) << 6) | (np.int64(buf[i + 1]) & 0x3F), 2
-        return -1, 1
-    if 0xE0 <= b0 <= 0xEF:
-        if i + 2 < end and (buf[i + 1] & 0xC0) == 0x80 and (buf[i + 2] & 0xC0) == 0x80:
-            cp = ((b0 & 0x0F) << 12) | ((np.int64(buf[i + 1]) & 0x3F) << 6) | (np.int64(buf[i + 2]) & 0x3F)
-            if cp >= 0x800 and not (0xD800 <= cp <= 0xDFFF):
-                return cp, 3
-        return -1, 1
-    return -1, 1
 
 
 @njit(cache=True, nogil=True, _nrt=False)

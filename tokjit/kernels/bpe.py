@@ -19,7 +19,7 @@ from tokjit.kernels.atoms import atom_at, maybe_unreachable
 from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_home, pair_key, pair_value
 from tokjit.kernels.memops import prefetch_at
 from tokjit.kernels.structs import borrow
-from tokjit.kernels.utf8 import bmp_at, encode_bmp
+from tokjit.kernels.utf8 import decode_bmp, put_utf8
 
 NO_RANK = 2147483647
 
@@ -64,8 +64,7 @@ def char_token_ids(blob, offsets, table, out):
         out[cp] = -1
         if 0xD800 <= cp < 0xE000:
             continue
-        n = encode_bmp(cp, buf)
-        out[cp] = lookup_bytes(buf, 0, n, blob, offsets, table)
+        out[cp] = lookup_bytes(buf, 0, put_utf8(buf, 0, cp), blob, offsets, table)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -357,8 +356,8 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
                 step = _utf8_len(buf[i])
                 if i + step > pe:
                     step = pe - i
-                cp, n_bytes = bmp_at(buf, i, pe)
-                if n_bytes > 0 and cp < char_ids.shape[0]:  # (a byte-symbol vocabulary has no table)
+                cp = np.int64(buf[i]) if buf[i] < 0x80 else decode_bmp(buf, i, pe)[0]
+                if 0 <= cp < char_ids.shape[0]:  # a valid BMP character (a byte-symbol vocabulary has no table)
                     sid = char_ids[cp]
                 else:
                     sid = lookup_bytes(buf, i, i + step, tok_blob, tok_offsets, tok_table)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.utf8 import bmp_at, encode_bmp
+from tokjit.kernels.utf8 import decode_bmp, put_utf8
 
 # Grapheme_Cluster_Break values as stored in tokjit/data/grapheme_break.npz (bits 0-3)
 GCB_OTHER, GCB_CR, GCB_LF, GCB_CONTROL, GCB_EXTEND, GCB_ZWJ, GCB_RI, GCB_PREPEND, GCB_SPACINGMARK, \
@@ -102,19 +102,10 @@ def _spm_char_len(buf, i, n):
     b0 = np.int64(buf[i])
     if b0 < 0x80:
         return 1
-    rest = n - i
-    if rest >= 2 and (b0 & 0xE0) == 0xC0:
-        b1 = np.int64(buf[i + 1])
-        cp = ((b0 & 0x1F) << 6) | (b1 & 0x3F)
-        if (b1 & 0xC0) == 0x80 and cp >= 0x80:
-            return 2
-    elif rest >= 3 and (b0 & 0xF0) == 0xE0:
-        b1 = np.int64(buf[i + 1])
-        b2 = np.int64(buf[i + 2])
-        cp = ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)
-        if (b1 & 0xC0) == 0x80 and (b2 & 0xC0) == 0x80 and cp >= 0x800 and not (0xD800 <= cp < 0xE000):
-            return 3
-    elif rest >= 4 and (b0 & 0xF8) == 0xF0:
+    cp, length = decode_bmp(buf, i, n)
+    if cp >= 0:
+        return length
+    if n - i >= 4 and (b0 & 0xF8) == 0xF0:
         b1 = np.int64(buf[i + 1])
         b2 = np.int64(buf[i + 2])
         b3 = np.int64(buf[i + 3])
@@ -145,7 +136,7 @@ def plain_chars(units, plain):
     for cp in range(0x10000):
         if 0xD800 <= cp < 0xE000:
             continue
-        length = encode_bmp(cp, utf8)
+        length = put_utf8(utf8, 0, cp)
         pos = root
         walked = 0  # bytes walked, or -1 when a leaf was passed
         for k in range(length):
@@ -175,9 +166,11 @@ def _plain_len(buf, i, n, plain):
     """Length of the character at ``i`` when :func:`plain_chars` says it is copied unchanged here
     (valid UTF-8 in the BMP, marked in the first bitmap, or in the second with ASCII or the end of
     the text after it), else 0."""
-    cp, length = bmp_at(buf, i, n)
-    if length == 0:
-        return 0
+    cp, length = np.int64(buf[i]), 1
+    if cp >= 0x80:
+        cp, length = decode_bmp(buf, i, n)
+        if cp < 0:
+            return 0
     byte = cp >> 3
     shift = cp & 7
     if (plain[byte] >> shift) & 1:

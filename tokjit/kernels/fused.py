@@ -15,12 +15,13 @@ from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
-from tokjit.kernels.atoms import atom_segment_end, decode_bmp, maybe_unreachable
+from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable
 from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, vocab_scalars
 from tokjit.kernels.memops import prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put, piece_words,
                                         cache_put_key, cacheable_key, home_row)
 from tokjit.kernels.structs import BPE_SESSION, borrow, struct_at
+from tokjit.kernels.utf8 import decode_bmp
 
 STATUS_OK = 0
 STATUS_REGEX_STACK = 1  # the regex needs a larger backtrack stack or memoization: redo this doc in Python

@@ -25,36 +25,40 @@ def decode_at(buf, p):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def bmp_at(buf, i, n):
-    """(code point, length) of the character at ``buf[i]`` when it is valid UTF-8 in the BMP and ends by
-    ``n``, else (-1, 0): one to three bytes, continuation bytes, overlong forms and surrogates checked."""
+def decode_bmp(buf, i, end):
+    """(code point, length) of a 2- or 3-byte character at ``buf[i]``, or (-1, 1) when the bytes there
+    are not one (ASCII, a 4-byte character, a stray byte, or a truncated sequence)."""
     b0 = np.int64(buf[i])
-    if b0 < 0x80:
-        return b0, 1
-    if 0xC2 <= b0 < 0xE0 and i + 1 < n:
-        b1 = np.int64(buf[i + 1])
-        if (b1 & 0xC0) == 0x80:
-            return ((b0 & 0x1F) << 6) | (b1 & 0x3F), 2
-    elif 0xE0 <= b0 < 0xF0 and i + 2 < n:
-        b1 = np.int64(buf[i + 1])
-        b2 = np.int64(buf[i + 2])
-        cp = ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)
-        if (b1 & 0xC0) == 0x80 and (b2 & 0xC0) == 0x80 and cp >= 0x800 and not 0xD800 <= cp < 0xE000:
-            return cp, 3
-    return np.int64(-1), 0
+    if 0xC2 <= b0 <= 0xDF:
+        if i + 1 < end and (buf[i + 1] & 0xC0) == 0x80:
+            return ((b0 & 0x1F) << 6) | (np.int64(buf[i + 1]) & 0x3F), 2
+        return -1, 1
+    if 0xE0 <= b0 <= 0xEF:
+        if i + 2 < end and (buf[i + 1] & 0xC0) == 0x80 and (buf[i + 2] & 0xC0) == 0x80:
+            cp = ((b0 & 0x0F) << 12) | ((np.int64(buf[i + 1]) & 0x3F) << 6) | (np.int64(buf[i + 2]) & 0x3F)
+            if cp >= 0x800 and not (0xD800 <= cp <= 0xDFFF):
+                return cp, 3
+        return -1, 1
+    return -1, 1
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def encode_bmp(cp, out):
-    """Write the UTF-8 of BMP code point ``cp`` to ``out[:3]``; returns its length."""
+def put_utf8(out, pos, cp):
+    """Write the UTF-8 of code point ``cp`` at ``out[pos]``; returns the position after it."""
     if cp < 0x80:
-        out[0] = cp
-        return 1
+        out[pos] = cp
+        return pos + 1
     if cp < 0x800:
-        out[0] = 0xC0 | (cp >> 6)
-        out[1] = 0x80 | (cp & 0x3F)
-        return 2
-    out[0] = 0xE0 | (cp >> 12)
-    out[1] = 0x80 | ((cp >> 6) & 0x3F)
-    out[2] = 0x80 | (cp & 0x3F)
-    return 3
+        out[pos] = 0xC0 | (cp >> 6)
+        out[pos + 1] = 0x80 | (cp & 0x3F)
+        return pos + 2
+    if cp < 0x10000:
+        out[pos] = 0xE0 | (cp >> 12)
+        out[pos + 1] = 0x80 | ((cp >> 6) & 0x3F)
+        out[pos + 2] = 0x80 | (cp & 0x3F)
+        return pos + 3
+    out[pos] = 0xF0 | (cp >> 18)
+    out[pos + 1] = 0x80 | ((cp >> 12) & 0x3F)
+    out[pos + 2] = 0x80 | ((cp >> 6) & 0x3F)
+    out[pos + 3] = 0x80 | (cp & 0x3F)
+    return pos + 4

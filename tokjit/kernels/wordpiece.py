@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tokjit.kernels.utf8 import put_utf8
+
 FLAG_OTHER = 1        # dropped by clean_text (HF is_control: Cc/Cf/Co of Unicode 8, U+0000, U+FFFD)
 FLAG_WHITESPACE = 2   # Rust char::is_whitespace
 FLAG_CJK = 4          # isolated with spaces by handle_chinese_chars
@@ -48,31 +50,10 @@ def _decode(buf, i):
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _encode(cp, src, out, out_align, n):
     """Append the UTF-8 of ``cp`` to ``out``, every byte aligned to ``src``; returns the new length."""
-    if cp < 0x80:
-        out[n] = cp
-        out_align[n] = src
-        return n + 1
-    if cp < 0x800:
-        out[n] = 0xC0 | (cp >> 6)
-        out[n + 1] = 0x80 | (cp & 0x3F)
-        out_align[n] = src
-        out_align[n + 1] = src
-        return n + 2
-    if cp < 0x10000:
-        out[n] = 0xE0 | (cp >> 12)
-        out[n + 1] = 0x80 | ((cp >> 6) & 0x3F)
-        out[n + 2] = 0x80 | (cp & 0x3F)
-        out_align[n] = src
-        out_align[n + 1] = src
-        out_align[n + 2] = src
-        return n + 3
-    out[n] = 0xF0 | (cp >> 18)
-    out[n + 1] = 0x80 | ((cp >> 12) & 0x3F)
-    out[n + 2] = 0x80 | ((cp >> 6) & 0x3F)
-    out[n + 3] = 0x80 | (cp & 0x3F)
-    for k in range(4):
-        out_align[n + k] = src
-    return n + 4
+    end = put_utf8(out, n, cp)
+    for k in range(n, end):
+        out_align[k] = src
+    return end
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)

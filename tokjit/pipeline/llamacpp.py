@@ -35,6 +35,7 @@ from tokjit.errors import InputError, UnsupportedComponentError
 from tokjit.load.gguf_pretypes import custom_splitter
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split import apply_split_behavior
+from tokjit.kernels.utf8 import put_utf8
 from tokjit.pipeline.pre_tokenizers import BEHAVIORS, Pieces, RegexSplitter
 
 # category codes of data/llamacpp_unicode.npz (scripts/gen_llamacpp_unicode.py)
@@ -759,27 +760,6 @@ def _is_chinese(cp):
             or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
 
 
-@njit(cache=True, nogil=True, forceinline=True)
-def _put_utf8(out, pos, cp):
-    if cp < 0x80:
-        out[pos] = cp
-        return pos + 1
-    if cp < 0x800:
-        out[pos] = 0xC0 | (cp >> 6)
-        out[pos + 1] = 0x80 | (cp & 0x3F)
-        return pos + 2
-    if cp < 0x10000:
-        out[pos] = 0xE0 | (cp >> 12)
-        out[pos + 1] = 0x80 | ((cp >> 6) & 0x3F)
-        out[pos + 2] = 0x80 | (cp & 0x3F)
-        return pos + 3
-    out[pos] = 0xF0 | (cp >> 18)
-    out[pos + 1] = 0x80 | ((cp >> 12) & 0x3F)
-    out[pos + 2] = 0x80 | ((cp >> 6) & 0x3F)
-    out[pos + 3] = 0x80 | (cp & 0x3F)
-    return pos + 4
-
-
 @njit(cache=True, nogil=True)
 def wpm_preprocess(buf, starts, ends, n_pieces, flags, lower, nfd, strip_accents, lowercase, cps, offs,
                    out, out_align, word_starts, word_ends):
@@ -824,7 +804,7 @@ def wpm_preprocess(buf, starts, ends, n_pieces, flags, lower, nfd, strip_accents
             if not word_open:
                 word_starts[n_words] = m
                 word_open = True
-            m2 = _put_utf8(out, m, cp)
+            m2 = put_utf8(out, m, cp)
             for j in range(m, m2):
                 out_align[j] = offs[k]
             m = m2
@@ -982,7 +962,7 @@ def whitespace_runs(buf, starts, ends, n_pieces, flags, lower, lowercase, cps, o
             if not run_open:
                 run_starts[n_runs] = m
                 run_open = True
-            m2 = _put_utf8(out, m, cp)
+            m2 = put_utf8(out, m, cp)
             for j in range(m, m2):
                 out_align[j] = offs[k]
             m = m2
