@@ -17,17 +17,10 @@ WS_SUFFIX = 8
 def _put_space(out, out_align, m, pos, escape):
     """Write one space at ``out[m]`` with alignment ``pos``: U+2581 when ``escape``, else " "; the new
     length."""
-    if escape:
-        out[m] = 0xE2
-        out[m + 1] = 0x96
-        out[m + 2] = 0x81
-        out_align[m] = pos
-        out_align[m + 1] = pos
-        out_align[m + 2] = pos
-        return m + 3
-    out[m] = 32
-    out_align[m] = pos
-    return m + 1
+    end = _put_space_bytes(out, m, escape)
+    for k in range(m, end):
+        out_align[k] = pos
+    return end
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -173,6 +166,7 @@ def sentencepiece_whitespace_bytes(buf, s, e, flags, out):
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _put_space_bytes(out, m, escape):
+    """:func:`_put_space` without the alignment."""
     if escape:
         out[m] = 0xE2
         out[m + 1] = 0x96
