@@ -100,6 +100,9 @@ class Engine:
     flat: dict[int, Callable[[list[str]], object]] = field(default_factory=dict)
     note: str = ""                              # API limits worth printing (e.g. no thread control)
     encode_np: Callable[[str], object] | None = None   # one text -> numpy array, where the library has it
+    # batch modes run in a child process ("flat/1": texts -> benchmarks._child.SelfTimed), for a
+    # library whose thread count is fixed per process; only compare.py runs them
+    child_modes: dict[str, Callable[[list[str]], object]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,7 +294,8 @@ def _fastokens(spec: TokenizerSpec) -> Engine:
         encode=encode,
         batch={ALL_THREADS: lambda ts: [e.ids for e in f.encode_batch(ts, split_special_tokens=ordinary)]},
         flat={ALL_THREADS: lambda ts: f.encode_batch_flat(ts, split_special_tokens=ordinary)},
-        note="batch API has no thread-count argument (rayon pool of all cores)",
+        note="batch APIs take no thread count (pools sized once per process from "
+             "FASTOKENS_BPE_THREADS / RAYON_NUM_THREADS, default all cores)",
     )
 
 
@@ -309,8 +313,17 @@ def _one_line(exc: BaseException) -> str:
 
 
 def load_engine(name: str, library: str) -> Engine:
-    """One library's engine for tokenizer ``name``, or :class:`Unavailable`."""
-    return _LOADERS[library](TOKENIZERS[name])
+    """One library's engine for tokenizer ``name``, or :class:`Unavailable`. A library that takes no
+    thread count (fastokens) gets its one-thread batch modes from a child process pinned to one
+    thread (:mod:`benchmarks._child`)."""
+    from benchmarks._child import ONE_THREAD_ENV, ChildModes
+
+    engine = _LOADERS[library](TOKENIZERS[name])
+    if library in ONE_THREAD_ENV and ALL_THREADS > 1:
+        child = ChildModes(library, name)
+        engine.child_modes = {f"{mode}/1": child.call(mode) for mode in ("batch", "flat")}
+        engine.note += "; its batch/1 and flat/1 run in a child process pinned to one thread, timed there"
+    return engine
 
 
 def load_engines(name: str, libraries: list[str] | None = None) -> dict[str, Engine | str]:

@@ -15,7 +15,9 @@ tokenizer.json of a tiktoken encoding exists) is timed in each mode its API offe
   is timed building a list its peer does not build,
 * ``batch/1``, ``batch/N``: its list-of-lists batch API on 1 thread and on all N cores,
 * ``flat/1``, ``flat/N``: its flat bulk API (one id buffer plus offsets), where it has one, on 1
-  thread where the API takes a thread count (tokjit, gigatoken) and on all N cores.
+  thread and on all N cores. fastokens' batch calls take no thread count (its pools are sized once
+  per process): its ``batch/1`` and ``flat/1`` run in a child process pinned to one thread, which
+  times each call itself (:mod:`benchmarks._child`; moving texts and ids is never timed).
 
 Each repetition times every (library, mode) on a new slice of the corpus that no library has
 seen (one untimed warm-up slice first), engines interleaved within the repetition (tokjit,
@@ -48,6 +50,7 @@ import statistics
 import sys
 import time
 
+from benchmarks._child import SelfTimed
 from benchmarks._engines import (
     ALL_THREADS, CORPORA, DEFAULT_TOKENIZERS, LATENCY_SIZES, LIBRARIES, TOKENIZERS, Engine,
     Unavailable, ids_of_batch, ids_of_one, load_engines, sample_parts,
@@ -68,8 +71,11 @@ def single_call(engine: Engine, mode: str):
 
 def modes_of(engine: Engine) -> list[tuple[str, int]]:
     out = [(mode, 1) for mode in SINGLE_CALLS if single_call(engine, mode) is not None]
-    out += [("batch", n) for n in sorted(engine.batch)]
-    out += [("flat", n) for n in sorted(engine.flat)]
+    for mode in ("batch", "flat"):
+        calls = engine.batch if mode == "batch" else engine.flat
+        threads = set(calls) | {int(label.split("/")[1]) for label in engine.child_modes
+                                if label.startswith(mode + "/")}
+        out += [(mode, n) for n in sorted(threads)]
     return out
 
 
@@ -87,7 +93,8 @@ def runner(engine: Engine, mode: str, threads: int, texts: list[str]):
     if mode in SINGLE_CALLS:
         encode = single_call(engine, mode)
         return lambda: [encode(t) for t in texts]
-    fn = (engine.batch if mode == "batch" else engine.flat)[threads]
+    child = engine.child_modes.get(label_of(mode, threads))
+    fn = child or (engine.batch if mode == "batch" else engine.flat)[threads]
     return lambda: fn(texts)
 
 
@@ -159,6 +166,8 @@ def measure_cell(engines: dict[str, Engine | str], parts: list[dict[str, list[st
                 continue
             wall = time.perf_counter() - wall0
             cpu = time.process_time() - cpu0
+            if isinstance(out, SelfTimed):  # ran in a child process, which timed the call alone
+                out, wall, cpu = out.value, out.wall, out.cpu
             outputs[library, label] = (mode, out)
             if rep > 0:
                 cell["mb_s_runs"].append(n_bytes / 1e6 / wall)
