@@ -220,8 +220,8 @@ class BPEModel:
             self.flags = np.int64(flags | bpe_kernel.FLAG_ATOMS)
 
     def piece_cache_seed(self):
-        """(rows, fill) of a piece cache holding the vocabulary's short tokens BPE builds from their own
-        bytes, lowest ids (most frequent merges) first, for every thread's cache to start from; None
+        """(rows, fill) of a piece cache holding every short token BPE builds from its own bytes (sized
+        by :func:`~tokjit.kernels.piece_cache.seeded_slots`), for every thread's cache to start from; None
         where the model has no such list (only byte-level BPE by id pairs has one). Built once."""
         seed = self.__dict__.get("_piece_cache_seed", False)
         if seed is not False:
@@ -231,11 +231,11 @@ class BPEModel:
         if builds is not None:
             lengths = np.diff(self.vocab.offsets)
             ids = np.flatnonzero(builds & (lengths >= 2) & (lengths <= piece_cache.INLINE_BYTES))
-            rows = np.zeros((piece_cache.SLOTS, piece_cache.ROW), np.int64)
+            rows = np.zeros((piece_cache.seeded_slots(len(ids)), piece_cache.ROW), np.int64)
             fill = np.zeros(3, np.int64)
             # inline entries only: the pools stay empty (one-element stand-ins)
             piece_cache.seed_cache(rows, np.zeros(1, np.uint8), np.zeros(1, np.int32), fill, self.vocab.blob,
-                                   self.vocab.offsets, ids, piece_cache.SEED_ROWS)
+                                   self.vocab.offsets, ids, len(ids))
             seed = (rows, fill)
         self._piece_cache_seed = seed
         return seed
