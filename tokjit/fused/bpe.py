@@ -16,11 +16,13 @@ from unicodedata import is_normalized
 import numpy as np
 
 from tokjit.kernels import fused, structs
+from tokjit.kernels.atomics import COUNTERS, N_CHUNKS
 from tokjit.kernels.normal_form import normal_form_suspects, quick_check_table
 from tokjit.kernels.split_known import SHAPE_VM
 from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, byte_documents, doc_sizes
 from tokjit.fused.threads import writable_docs
+from tokjit.thread_pool import thread_pool
 from tokjit.models.bpe import BPEModel, Workspace
 from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
 
@@ -70,6 +72,12 @@ def _unicode_form(normalizer) -> str | None:
     if len(steps) == 1 and type(steps[0]) is UnicodeForm:
         return steps[0].form
     return None
+
+
+# chunks a batch shared between threads is cut into: small enough that the threads finish within
+# ~one chunk of each other, at most CHUNKS_PER_THREAD per thread (claiming one costs an atomic add)
+CHUNK_BYTES = 4096
+CHUNKS_PER_THREAD = 16
 
 
 class _BPEThread:
@@ -162,6 +170,61 @@ class FusedBPE(FusedPath):
         if norm is None or norm is data:
             return super()._encode_staged(data, parse_special)
         return self.encode_docs(*byte_documents([norm]), parse_special)[0].tolist()
+
+    @property
+    def encode_chunks(self):
+        # the normal-form check of encode_docs runs per call on the calling thread: such tokenizers
+        # keep the driver's Python chunking
+        return self._encode_chunks if self.form is None else None
+
+    def _encode_chunks(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray, parse_special: bool,
+                       threads: int) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_docs`` over ``threads`` threads, for the driver's own packed batch (writable uint8,
+        int64 spans): the batch is cut into chunks of about equal bytes (at most ``CHUNKS_PER_THREAD``
+        per thread, ``CHUNK_BYTES`` or more each) that the threads' kernels claim one by one
+        (:func:`~tokjit.kernels.fused.encode_chunks_bpe`), each thread in one call without the GIL; the
+        calling thread's call returns when every chunk is done, with the ids moved together. A chunk
+        whose kernel stopped at a document (the regex needs the memoizing path) is finished here by
+        ``encode_docs``."""
+        n_docs = doc_ends.shape[0]
+        max_chunks = threads * CHUNKS_PER_THREAD
+        chunks = np.empty((max_chunks, 4), np.int64)
+        n_chunks, longest = fused.cut_chunks(doc_starts, doc_ends, max_chunks, CHUNK_BYTES, chunks)
+        chunks = chunks[:n_chunks]
+        out_ids = np.empty(int(doc_ends[-1] - doc_starts[0]) + n_chunks + 1, np.int32)
+        doc_out_end = np.empty(n_docs, np.int64)
+        counters = np.zeros(COUNTERS, np.int64)
+        counters[N_CHUNKS] = n_chunks
+        kernel = fused.encode_chunks_bpe
+
+        def run(wait: bool) -> int:
+            st = self._thread(longest)
+            return kernel(st.sessions[parse_special], buf, doc_starts, doc_ends, chunks, out_ids, doc_out_end,
+                          counters, wait)
+
+        pool = thread_pool(threads - 1)
+        helpers = [pool.submit(run, False) for _ in range(threads - 1)]
+        n = run(True)
+        while n == fused.CHUNKS_RUNNING:
+            for helper in helpers:
+                if helper.done():
+                    helper.result()  # a helper that raised will never finish the chunk it claimed
+            n = fused.finish_chunks(doc_starts, chunks, out_ids, doc_out_end, counters)
+        if n >= 0:
+            return out_ids[:n], doc_out_end
+        # a chunk stopped at a document: its ids so far, then encode_docs from that document on
+        base = doc_starts[chunks[:, 0]] + np.arange(n_chunks)
+        prev = np.empty(n_docs, np.int64)
+        prev[1:] = doc_out_end[:-1]
+        prev[chunks[:, 0]] = base
+        counts = doc_out_end - prev
+        parts = [out_ids[b:e] for b, e in zip(base.tolist(), chunks[:, 3].tolist())]
+        for c in np.flatnonzero(chunks[:, 2] < chunks[:, 1]).tolist():
+            stop, end = int(chunks[c, 2]), int(chunks[c, 1])
+            rest, rest_ends = self.encode_docs(buf, doc_starts[stop:end], doc_ends[stop:end], parse_special)
+            parts[c] = np.concatenate((parts[c], rest))
+            counts[stop:end] = np.diff(rest_ends, prepend=0)
+        return np.concatenate(parts), np.cumsum(counts)
 
     def _thread(self, longest: int = 0) -> _BPEThread:
         st = getattr(self._local, "st", None)

@@ -49,6 +49,9 @@ class FusedPath:
 
     text_kernel = None
     form = None  # a Unicode normal form ("NFC", ...) the text must already be in for the kernel's ids
+    # (buf, doc_starts, doc_ends, parse_special, threads) -> (ids, ends): a family whose kernel shares a
+    # batch between threads by itself (FusedBPE.encode_chunks); None: chunks are handed out in Python
+    encode_chunks = None
     _int_table = np.empty(0, object)
 
     def id_list(self, ids: np.ndarray) -> list[int]:
@@ -159,7 +162,8 @@ class FusedPath:
     def encode_texts(self, texts, parse_special: bool, num_threads: int):
         """(flat ids, offsets of len(texts) + 1) for a list of str, over up to ``num_threads`` threads.
 
-        A batch is cut into contiguous chunks of about equal bytes, ``CHUNKS_PER_THREAD`` per thread
+        A family with ``encode_chunks`` shares the batch between threads in its kernel. Otherwise a
+        batch is cut into contiguous chunks of about equal bytes, ``CHUNKS_PER_THREAD`` per thread
         so a thread that finishes early takes another; the calling thread works too, and each other
         thread is woken once and pulls chunks until none are left. Fewer threads run when the batch
         is too small to pay for waking them (``MIN_BYTES_PER_THREAD``)."""
@@ -170,8 +174,9 @@ class FusedPath:
             return np.zeros(0, np.int32), offsets
         total = int(doc_ends[-1])
         threads = max(1, min(num_threads, n, total // MIN_BYTES_PER_THREAD))
-        if threads == 1:
-            ids, ends = self.encode_docs(buf, doc_starts, doc_ends, parse_special)
+        if threads == 1 or self.encode_chunks is not None:
+            ids, ends = (self.encode_docs(buf, doc_starts, doc_ends, parse_special) if threads == 1 else
+                         self.encode_chunks(buf, doc_starts, doc_ends, parse_special, threads))
             offsets[1:] = ends
             return ids, offsets
         n_chunks = min(n, threads * CHUNKS_PER_THREAD)
@@ -209,8 +214,8 @@ def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(writable uint8 buffer, starts, ends) of the UTF-8 of ``texts``; lone surrogates become U+FFFD
     (``text_to_utf8``). The buffer is writable so every kernel sees one array type."""
     try:
-        encoded = [t.encode() for t in texts]
-    except (UnicodeEncodeError, AttributeError):
+        encoded = list(map(str.encode, texts))  # no Python frame per text, as a comprehension has
+    except (UnicodeEncodeError, TypeError):
         encoded = [utf8_bytes(t) for t in texts]
     return byte_documents(encoded)
 

@@ -366,7 +366,7 @@ def _cased_at(roles, buf, i, end, flags, max_digits):
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _ascii_other(roles, buf, i, end, flags):
-    """End of the match at ``i`` when it can only be the "other characters" alternative (`` ?[^\s\p{L}
+    r"""End of the match at ``i`` when it can only be the "other characters" alternative (`` ?[^\s\p{L}
     \p{N}]+`` and its line breaks), decided from two ASCII bytes, else -1. It is when ``buf[i]`` is an
     ASCII "other" not followed by a letter (no word alternative of either shape finds a letter after
     it taken as the prefix, a contraction needs one, it is no digit), or a space followed by an ASCII

@@ -1,0 +1,113 @@
+"""Byte-level BPE batches shared between threads by the kernel (``FusedBPE._encode_chunks``).
+
+A batch of 32 KB or more on two threads is cut into chunks that each thread's kernel claims; the ids
+are moved together at the end. These tests compare every text's ids with the reference library's
+(HF ``tokenizers`` on the same tokenizer.json, tiktoken for the bundled encoding), on corpus lines
+mixed with documents the kernel hands back to the staged pipeline (its regex needs the memoizing
+path), so both ways a chunk can end are covered.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import tokjit
+from conftest import corpus_lines, shared_path
+from tokjit.kernels import fused as fused_kernel
+
+# a split regex the kernel runs on its backtracking VM (no known shape): long letter runs exceed its
+# step budget, and such documents go back to the staged pipeline
+_VM_SPLIT = r"(?:\p{L}\p{M}*)+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+|\s+"
+
+
+def _lists(flat, offsets):
+    return [flat[a:b].tolist() for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+
+
+def _spy_finish(monkeypatch, path):
+    """Every value the chunk kernels' last step returns from now on."""
+    seen: list[int] = []
+    kernel = fused_kernel.encode_chunks_bpe
+
+    class Spy:
+        def __call__(self, *args):
+            n = kernel(*args)
+            if args[-1]:
+                seen.append(n)
+            return n
+
+    monkeypatch.setattr(fused_kernel, "encode_chunks_bpe", Spy())
+    return seen
+
+
+def test_two_thread_batches_match_tiktoken(shared):
+    tiktoken = pytest.importorskip("tiktoken")
+    import tiktoken.load
+
+    entry = json.loads(shared_path("data", "tiktoken", "encodings.json").read_text())["o200k_base"]
+    ranks = tiktoken.load.load_tiktoken_bpe(
+        str(shared_path("data", "tiktoken", entry["mergeable_ranks_file"].split()[0])))
+    ref = tiktoken.Encoding(name="o200k_base", pat_str=entry["pat_str"], mergeable_ranks=ranks,
+                            special_tokens=entry["special_tokens"])
+    tok = tokjit.get_encoding("o200k_base")
+    lines = corpus_lines()
+    rng = random.Random(7)
+    for size in (33_000, 100_000, 400_000):
+        batch, n = [], 0
+        while n < size:
+            line = rng.choice(lines)
+            batch.append(line)
+            n += len(line.encode("utf-8", "surrogatepass"))
+        want = ref.encode_ordinary_batch(batch, num_threads=1)
+        assert _lists(*tok.encode_batch_numpy(batch, num_threads=2)) == want, size
+        assert tok.encode_batch(batch, num_threads=2) == want, size
+
+
+def test_two_thread_batches_with_handed_back_documents(shared, tmp_path, monkeypatch):
+    hf = pytest.importorskip("tokenizers")
+    data = json.loads(shared_path("data", "hf", "gpt4o", "tokenizer.json").read_text(encoding="utf-8"))
+    for pre in data["pre_tokenizer"]["pretokenizers"]:
+        if pre["type"] == "Split":
+            pre["pattern"] = {"Regex": _VM_SPLIT}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    ref = hf.Tokenizer.from_file(str(path))
+    tok = tokjit.load(str(path))
+    seen = _spy_finish(monkeypatch, tok._fused)
+    lines = [t for t in corpus_lines(limit_per_file=300) if t]
+    hard = ["a" * 3000, "é" * 2000 + " 12345", "ab" * 700 + " x"]
+    rng = random.Random(11)
+    batch = []
+    while sum(len(t.encode("utf-8", "surrogatepass")) for t in batch) < 60_000:
+        batch.append(rng.choice(hard) if rng.random() < 0.05 else rng.choice(lines))
+    batch[0], batch[-1] = hard[0], hard[1]  # the first and the last chunk stop too
+    want = [ref.encode(t, add_special_tokens=False).ids for t in batch]
+    assert _lists(*tok.encode_batch_numpy(batch, num_threads=2, parse_special=True)) == want
+    assert tok.encode_batch(batch, num_threads=2, parse_special=True) == want
+    assert fused_kernel.CHUNKS_STOPPED in seen  # the kernel handed documents back
+    # and a batch it finishes alone: ids moved together by the kernel
+    plain = [t for t in batch if t not in hard]
+    seen.clear()
+    assert tok.encode_batch(plain, num_threads=2, parse_special=True) == [
+        ref.encode(t, add_special_tokens=False).ids for t in plain]
+    assert seen and all(n >= 0 for n in seen)
+
+
+def test_cut_chunks_covers_every_document():
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, 60))
+        lengths = rng.integers(0, 5000, n)
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        max_chunks = int(rng.integers(1, 40))
+        chunks = np.full((max_chunks, 4), -1, np.int64)
+        k, longest = fused_kernel.cut_chunks(starts, ends, max_chunks, 4096, chunks)
+        assert 1 <= k <= max_chunks and longest == lengths.max()
+        assert chunks[0, 0] == 0 and chunks[k - 1, 1] == n
+        assert all(chunks[c, 0] < chunks[c, 1] for c in range(k))
+        assert all(chunks[c, 1] == chunks[c + 1, 0] for c in range(k - 1))
