@@ -22,7 +22,8 @@ tokenizer.json of a tiktoken encoding exists) is timed in each mode its API offe
 Each repetition times every (library, mode) on a new slice of the corpus that no library has
 seen (one untimed warm-up slice first), engines interleaved within the repetition (tokjit,
 reference, peers, then the next repetition), so a cache of whole inputs or long pieces cannot turn
-later repetitions into lookups; medians are reported as MB/s of UTF-8 input. After each
+later repetitions into lookups; every run gets new str objects of its texts (CPython caches a str's
+UTF-8 once a library asks for it, PyO3's ``to_str`` does, and the next library would read it free); medians are reported as MB/s of UTF-8 input. After each
 repetition, outside the timed region, every output is compared with the reference's per-call ids
 of the same lines: a mode that differs is shown with ``!`` and its number of differing lines, and
 is never counted as "best". A library that is not installed or cannot load the tokenizer is
@@ -98,6 +99,11 @@ def runner(engine: Engine, mode: str, threads: int, texts: list[str]):
     return lambda: fn(texts)
 
 
+def fresh_strs(texts: list[str]) -> list[str]:
+    """Equal texts as new str objects (no cached UTF-8 in them)."""
+    return [t.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass") for t in texts]
+
+
 def as_id_lists(mode: str, out) -> list[list[int]]:
     return [ids_of_one(x) for x in out] if mode in SINGLE_CALLS else ids_of_batch(out)
 
@@ -155,7 +161,9 @@ def measure_cell(engines: dict[str, Engine | str], parts: list[dict[str, list[st
             cell = results[library]["modes"][label]
             if "error" in cell:
                 continue
-            texts = by_label[label]
+            # new str objects for every run: a library reading a str's UTF-8 through CPython's cache
+            # of it (PyO3's to_str) fills that cache, and the next library would read it for free
+            texts = fresh_strs(by_label[label])
             n_bytes = sum(len(t.encode("utf-8")) for t in texts)
             run = runner(engine, mode, threads, texts)
             cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -306,7 +314,7 @@ def measure_latency(engines: dict[str, Engine | str], repeats: int, pool_size: i
         samples: dict[str, list[float]] = {lib: [] for lib, *_ in plans}
         for g in range(groups):
             for library, encode, calls in plans:
-                texts = [pool[(g * calls + i) % len(pool)] for i in range(calls)]
+                texts = fresh_strs([pool[(g * calls + i) % len(pool)] for i in range(calls)])
                 start = time.perf_counter()
                 for t in texts:
                     encode(t)

@@ -172,26 +172,26 @@ class FusedBPE(FusedPath):
         return self.encode_docs(*byte_documents([norm]), parse_special)[0].tolist()
 
     @property
-    def start_chunks(self):
+    def encode_chunks(self):
         # the normal-form check of encode_docs runs per call on the calling thread: such tokenizers
         # keep the driver's Python chunking
-        return self._start_chunks if self.form is None else None
+        return self._encode_chunks if self.form is None else None
 
-    def _start_chunks(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray, parse_special: bool,
-                      threads: int, helpers_only: bool = False) -> tuple:
-        """Start ``encode_docs`` of the driver's own packed batch (writable uint8, int64 spans) on
-        ``threads - 1`` helper threads: the batch is cut into chunks of about equal bytes (at most
-        ``CHUNKS_PER_THREAD`` per thread, ``CHUNK_BYTES`` or more each) that the threads' kernels
-        claim one by one (:func:`~tokjit.kernels.fused.encode_chunks_bpe`), each thread in one call
-        without the GIL. Returns the stage :meth:`finish_chunks` completes (``helpers_only``: the
-        calling thread joins only then, after other work; chunks are cut for every thread anyway)."""
+    def _encode_chunks(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray, parse_special: bool,
+                       threads: int) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_docs`` over ``threads`` threads, for the driver's own packed batch (writable uint8,
+        int64 spans): the batch is cut into chunks of about equal bytes (at most ``CHUNKS_PER_THREAD``
+        per thread, ``CHUNK_BYTES`` or more each) that the threads' kernels claim one by one
+        (:func:`~tokjit.kernels.fused.encode_chunks_bpe`), each thread in one call without the GIL; the
+        calling thread's call returns when every chunk is done, with the ids moved together. A chunk
+        whose kernel stopped at a document (the regex needs the memoizing path) is finished here by
+        ``encode_docs``."""
         n_docs = doc_ends.shape[0]
         max_chunks = threads * CHUNKS_PER_THREAD
         chunks = np.empty((max_chunks, 4), np.int64)
         n_chunks, longest = fused.cut_chunks(doc_starts, doc_ends, max_chunks, CHUNK_BYTES, chunks)
         chunks = chunks[:n_chunks]
-        out_ids = np.empty(int(doc_ends[-1] - doc_starts[0]) + n_chunks + 1, np.int32) if n_docs else \
-            np.empty(1, np.int32)
+        out_ids = np.empty(int(doc_ends[-1] - doc_starts[0]) + n_chunks + 1, np.int32)
         doc_out_end = np.empty(n_docs, np.int64)
         counters = np.zeros(COUNTERS, np.int64)
         counters[N_CHUNKS] = n_chunks
@@ -203,21 +203,7 @@ class FusedBPE(FusedPath):
                           counters, wait)
 
         pool = thread_pool(threads - 1)
-        # a helper that fails before claiming a chunk leaves it to the others
-        helpers = [pool.submit(run, False) for _ in range(threads - 1)] if n_chunks > 1 else []
-        return run, helpers, buf, doc_starts, doc_ends, parse_special, chunks, out_ids, doc_out_end, counters
-
-    @staticmethod
-    def await_helpers(stage: tuple) -> None:
-        """Wait (without the GIL, briefly) until the helpers of ``stage`` run their kernels."""
-        fused.wait_started(stage[-1], len(stage[1]), fused.START_SPINS)
-
-    def finish_chunks(self, stage: tuple) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, per-document ends) of a batch :meth:`start_chunks` started: the calling thread claims
-        the chunks still unclaimed and returns when every chunk is done, with the ids moved together.
-        A chunk whose kernel stopped at a document (the regex needs the memoizing path) is finished
-        here by ``encode_docs``."""
-        run, helpers, buf, doc_starts, doc_ends, parse_special, chunks, out_ids, doc_out_end, counters = stage
+        helpers = [pool.submit(run, False) for _ in range(threads - 1)]
         n = run(True)
         while n == fused.CHUNKS_RUNNING:
             for helper in helpers:
@@ -227,7 +213,6 @@ class FusedBPE(FusedPath):
         if n >= 0:
             return out_ids[:n], doc_out_end
         # a chunk stopped at a document: its ids so far, then encode_docs from that document on
-        n_docs, n_chunks = doc_ends.shape[0], chunks.shape[0]
         base = doc_starts[chunks[:, 0]] + np.arange(n_chunks)
         prev = np.empty(n_docs, np.int64)
         prev[1:] = doc_out_end[:-1]

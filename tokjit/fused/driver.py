@@ -49,11 +49,9 @@ class FusedPath:
 
     text_kernel = None
     form = None  # a Unicode normal form ("NFC", ...) the text must already be in for the kernel's ids
-    # a family whose kernel shares a batch between threads by itself (FusedBPE): start_chunks(buf,
-    # doc_starts, doc_ends, parse_special, threads, helpers_only=False) sets the helper threads to work
-    # on it and returns a stage, await_helpers(stage) waits until they run, finish_chunks(stage) joins
-    # them and returns (ids, ends). None: chunks are handed out in Python
-    start_chunks = None
+    # (buf, doc_starts, doc_ends, parse_special, threads) -> (ids, ends): a family whose kernel shares a
+    # batch between threads by itself (FusedBPE.encode_chunks); None: chunks are handed out in Python
+    encode_chunks = None
     _int_table = np.empty(0, object)
 
     def id_list(self, ids: np.ndarray) -> list[int]:
@@ -164,14 +162,11 @@ class FusedPath:
     def encode_texts(self, texts, parse_special: bool, num_threads: int):
         """(flat ids, offsets of len(texts) + 1) for a list of str, over up to ``num_threads`` threads.
 
-        A family with ``start_chunks`` shares the batch between threads in its kernel (and, for many
-        texts, ``_encode_streamed`` packs most of them while the helpers start). Otherwise a batch is
-        cut into contiguous chunks of about equal bytes, ``CHUNKS_PER_THREAD`` per thread
+        A family with ``encode_chunks`` shares the batch between threads in its kernel. Otherwise a
+        batch is cut into contiguous chunks of about equal bytes, ``CHUNKS_PER_THREAD`` per thread
         so a thread that finishes early takes another; the calling thread works too, and each other
         thread is woken once and pulls chunks until none are left. Fewer threads run when the batch
         is too small to pay for waking them (``MIN_BYTES_PER_THREAD``)."""
-        if num_threads > 1 and self.start_chunks is not None and len(texts) >= HEAD_PARTS * num_threads:
-            return self._encode_streamed(texts, parse_special, num_threads)
         buf, doc_starts, doc_ends = utf8_documents(texts)
         n = doc_starts.shape[0]
         offsets = np.zeros(n + 1, np.int64)
@@ -179,9 +174,9 @@ class FusedPath:
             return np.zeros(0, np.int32), offsets
         total = int(doc_ends[-1])
         threads = max(1, min(num_threads, n, total // MIN_BYTES_PER_THREAD))
-        if threads == 1 or self.start_chunks is not None:
+        if threads == 1 or self.encode_chunks is not None:
             ids, ends = (self.encode_docs(buf, doc_starts, doc_ends, parse_special) if threads == 1 else
-                         self.finish_chunks(self.start_chunks(buf, doc_starts, doc_ends, parse_special, threads)))
+                         self.encode_chunks(buf, doc_starts, doc_ends, parse_special, threads))
             offsets[1:] = ends
             return ids, offsets
         n_chunks = min(n, threads * CHUNKS_PER_THREAD)
@@ -206,46 +201,6 @@ class FusedPath:
             base += ids.shape[0]
         return np.concatenate([r[0] for r in results]), offsets
 
-    def _encode_streamed(self, texts: list, parse_special: bool, num_threads: int):
-        """``encode_texts`` through the family's chunk kernels, with the packing overlapped: UTF-8 of
-        the first ``1 / HEAD_PARTS`` of the texts is handed to the helper threads while the calling
-        thread encodes the rest to UTF-8 (which holds the GIL, ~15-20% of the kernels' time on
-        English and code lines, done by this thread alone); then every thread shares the rest, and
-        the calling thread picks up what is left of the head."""
-        n = len(texts)
-        k = n // HEAD_PARTS
-        head = utf8_documents(texts[:k])
-        head_bytes = int(head[2][-1])
-        # the head's bytes per text say whether the batch is large enough for the helpers (a look at
-        # every text's length first costs as much as encoding the head: the str objects are cold)
-        threads = max(1, min(num_threads, n, head_bytes * n // k // MIN_BYTES_PER_THREAD))
-        if threads == 1:
-            # then the whole batch decides, as in encode_texts
-            rest = utf8_documents(texts[k:])
-            buf = np.concatenate((head[0], rest[0]))
-            doc_starts = np.concatenate((head[1], rest[1] + head_bytes))
-            doc_ends = np.concatenate((head[2], rest[2] + head_bytes))
-            threads = max(1, min(num_threads, n, int(doc_ends[-1]) // MIN_BYTES_PER_THREAD))
-            ids, ends = (self.encode_docs(buf, doc_starts, doc_ends, parse_special) if threads == 1 else
-                         self.finish_chunks(self.start_chunks(buf, doc_starts, doc_ends, parse_special, threads)))
-            offsets = np.zeros(n + 1, np.int64)
-            offsets[1:] = ends
-            return ids, offsets
-        head_stage = self.start_chunks(*head, parse_special, threads, helpers_only=True)
-        # packing holds the GIL, which the helpers need to get into their kernels: once they are
-        # awake (woken while the next part is packed), this thread lets go of it until they are in
-        encoded = utf8_list(texts[k:2 * k])
-        self.await_helpers(head_stage)
-        encoded += utf8_list(texts[2 * k:])
-        rest = byte_documents(encoded)
-        rest_ids, rest_ends = self.finish_chunks(self.start_chunks(*rest, parse_special, threads))
-        head_ids, head_ends = self.finish_chunks(head_stage)
-        offsets = np.empty(n + 1, np.int64)
-        offsets[0] = 0
-        offsets[1:k + 1] = head_ends
-        offsets[k + 1:] = rest_ends + head_ids.shape[0]
-        return np.concatenate((head_ids, rest_ids)), offsets
-
 
 # Waking a pooled thread and handing it a chunk costs ~50-100 us on a 2-core VM (up to ~0.3 ms
 # measured); below this many bytes per thread (~0.2-0.4 ms of work) a batch runs on fewer threads.
@@ -253,22 +208,16 @@ class FusedPath:
 # Russian, English), and 39 KB of code +4%
 MIN_BYTES_PER_THREAD = 16 * 1024
 CHUNKS_PER_THREAD = 4
-# _encode_streamed hands the first 1/HEAD_PARTS of the texts to the helpers before packing the rest
-HEAD_PARTS = 8
 
 
 def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(writable uint8 buffer, starts, ends) of the UTF-8 of ``texts``; lone surrogates become U+FFFD
     (``text_to_utf8``). The buffer is writable so every kernel sees one array type."""
-    return byte_documents(utf8_list(texts))
-
-
-def utf8_list(texts) -> list[bytes]:
-    """The UTF-8 of each of ``texts`` (lone surrogates as U+FFFD)."""
     try:
-        return list(map(str.encode, texts))  # no Python frame per text, as a comprehension has
+        encoded = list(map(str.encode, texts))  # no Python frame per text, as a comprehension has
     except (UnicodeEncodeError, TypeError):
-        return [utf8_bytes(t) for t in texts]
+        encoded = [utf8_bytes(t) for t in texts]
+    return byte_documents(encoded)
 
 
 def byte_documents(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
