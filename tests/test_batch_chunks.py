@@ -81,8 +81,6 @@ def test_two_thread_batches_with_handed_back_documents(shared, tmp_path, monkeyp
     lines = [t for t in corpus_lines(limit_per_file=300) if t]
     hard = ["a" * 3000, "é" * 2000 + " 12345", "ab" * 700 + " x"]
     rng = random.Random(11)
-    # 60 KB: the first eighth of the texts looks too small for two threads, the whole batch decides;
-    # 200 KB: that eighth starts on the helper while the rest is packed (driver._encode_streamed)
     for size in (60_000, 200_000):
         batch = []
         while sum(len(t.encode("utf-8", "surrogatepass")) for t in batch) < size:
@@ -93,7 +91,7 @@ def test_two_thread_batches_with_handed_back_documents(shared, tmp_path, monkeyp
         assert _lists(*tok.encode_batch_numpy(batch, num_threads=2, parse_special=True)) == want
         assert tok.encode_batch(batch, num_threads=2, parse_special=True) == want
         assert fused_kernel.CHUNKS_STOPPED in seen  # the kernel handed documents back
-        assert len(seen) == (2 if size == 60_000 else 4)  # one stage per call, or a head and a rest
+        assert len(seen) == 2  # one chunk stage per call
     # and a batch it finishes alone: ids moved together by the kernel
     plain = [t for t in batch if t not in hard]
     seen.clear()

@@ -203,7 +203,8 @@ class FusedBPE(FusedPath):
                           counters, wait)
 
         pool = thread_pool(threads - 1)
-        helpers = [pool.submit(run, False) for _ in range(threads - 1)]
+        # a helper that fails before claiming a chunk leaves it to the others; one chunk needs none
+        helpers = [pool.submit(run, False) for _ in range(threads - 1)] if n_chunks > 1 else []
         n = run(True)
         while n == fused.CHUNKS_RUNNING:
             for helper in helpers:

@@ -16,7 +16,7 @@ from unicodedata import is_normalized
 import numpy as np
 
 from tokjit.fused.threads import utf8_bytes
-from tokjit.kernels import fused
+from tokjit.kernels import fused, pystr
 from tokjit.thread_pool import thread_pool
 
 
@@ -212,12 +212,41 @@ CHUNKS_PER_THREAD = 4
 
 def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(writable uint8 buffer, starts, ends) of the UTF-8 of ``texts``; lone surrogates become U+FFFD
-    (``text_to_utf8``). The buffer is writable so every kernel sees one array type."""
+    (``text_to_utf8``). The buffer is writable so every kernel sees one array type. A list of plain
+    str is read by a kernel (:mod:`tokjit.kernels.pystr`) where the interpreter's str layout checks out;
+    anything else goes through ``str.encode``."""
+    layout = _str_layout()
+    if layout is not None and type(texts) is list:
+        n = len(texts)
+        sizes = np.empty(n, np.int64)
+        total = pystr.measure_texts(id(texts), n, layout, sizes)
+        if total >= 0:
+            buf = np.empty(total, np.uint8)
+            starts = np.empty(n, np.int64)
+            ends = np.empty(n, np.int64)
+            written = pystr.pack_texts(id(texts), n, layout, buf, starts, ends)
+            if written >= 0:
+                return buf[:written], starts, ends
+    return byte_documents(utf8_list(texts))
+
+
+_LAYOUT: list = []
+
+
+def _str_layout():
+    """This interpreter's str layout for the packing kernels (learned and checked once), or None."""
+    if not _LAYOUT:
+        layout = pystr.str_layout()
+        _LAYOUT.append(layout if pystr.fast_pack_ok(layout) else None)
+    return _LAYOUT[0]
+
+
+def utf8_list(texts) -> list[bytes]:
+    """The UTF-8 of each of ``texts`` (lone surrogates as U+FFFD)."""
     try:
-        encoded = list(map(str.encode, texts))  # no Python frame per text, as a comprehension has
+        return list(map(str.encode, texts))  # no Python frame per text, as a comprehension has
     except (UnicodeEncodeError, TypeError):
-        encoded = [utf8_bytes(t) for t in texts]
-    return byte_documents(encoded)
+        return [utf8_bytes(t) for t in texts]
 
 
 def byte_documents(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -21,7 +21,6 @@ from numba.extending import intrinsic
 # counters array layout: claims at CLAIMED, finished chunks at FINISHED, 64 bytes apart so a thread
 # bumping one does not take the other's cache line away from the waiting thread
 CLAIMED = 0
-STARTED = 4  # threads whose kernel has begun (the caller may wait for its helpers to be running)
 FINISHED = 8
 N_CHUNKS = 15  # how many chunks there are (written before any thread starts, only read after)
 COUNTERS = 16

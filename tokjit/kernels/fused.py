@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
-from tokjit.kernels.atomics import CLAIMED, FINISHED, N_CHUNKS, STARTED, fetch_add, wait_for
+from tokjit.kernels.atomics import CLAIMED, FINISHED, N_CHUNKS, fetch_add, wait_for
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
@@ -88,7 +88,6 @@ def load_single_text(sp, text, out_needed):
 CHUNKS_RUNNING = -1
 CHUNKS_STOPPED = -2
 WAIT_SPINS = 1 << 16  # ~2-5 ms of ``pause`` between two looks at the other threads
-START_SPINS = 1 << 12  # ~0.1-0.3 ms: a helper that is not running by then is busy elsewhere
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -128,7 +127,6 @@ def encode_chunks_bpe(session, buf, doc_starts, doc_ends, chunks, out_ids, doc_o
     O(bytes of the chunks claimed)."""
     io = borrow(borrow(session, "spans"), "io")
     n_chunks = counters[N_CHUNKS]
-    fetch_add(counters, STARTED, 1)
     while True:
         c = fetch_add(counters, CLAIMED, 1)
         if c < 0 or c >= n_chunks:
@@ -142,14 +140,6 @@ def encode_chunks_bpe(session, buf, doc_starts, doc_ends, chunks, out_ids, doc_o
     if wait:
         return finish_chunks(doc_starts, chunks, out_ids, doc_out_end, counters)
     return 0
-
-
-@njit(cache=True, nogil=True, _nrt=False)
-def wait_started(counters, threads, max_spins):
-    """Spin (without the GIL) until ``threads`` kernels of the batch have begun, at most ``max_spins``
-    times; True when they have. A caller that holds the GIL for long (packing more text) first lets
-    its helpers get past the Python that starts their kernels."""
-    return wait_for(counters, STARTED, threads, max_spins)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

@@ -1,0 +1,80 @@
+"""The batch packer that reads str objects directly (``tokjit.kernels.pystr``) gives ``str.encode``'s
+bytes: random lists of every str kind (ASCII, Latin-1, BMP, astral), empty strings, NULs, lone and
+paired surrogates (which go back to ``str.encode``'s rules: U+FFFD), str subclasses and non-str items
+(which go back to ``str.encode``, errors included). The reference is CPython's own UTF-8 encoder."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import numpy as np
+import pytest
+
+from tokjit.fused import driver
+from tokjit.fused.threads import utf8_bytes
+from tokjit.kernels import pystr
+
+ALPHABET = ["a", "Z", " ", "\n", "\x00", "\x7f", "\x80", "é", "ÿ", "Ā", "€", "中", "\uffff", "😀", "\U0010ffff"]
+SURROGATES = ["\ud800", "\udbff", "\udc00", "\udfff"]
+
+
+class Sub(str):
+    pass
+
+
+def _reference(texts):
+    return driver.byte_documents([utf8_bytes(t) for t in texts])
+
+
+def _same(got, want):
+    return got[0].tobytes() == want[0].tobytes() and np.array_equal(got[1], want[1]) and \
+        np.array_equal(got[2], want[2])
+
+
+def test_layout_is_learned_on_cpython():
+    if sys.implementation.name != "cpython" or getattr(sys, "_is_gil_enabled", lambda: True)() is False:
+        pytest.skip("the packer reads CPython's (GIL) str layout only")
+    assert driver._str_layout() is not None  # else every batch silently takes str.encode
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_lists_match_str_encode(seed):
+    rng = random.Random(seed)
+    for _ in range(500):
+        texts = []
+        for _ in range(rng.randint(0, 12)):
+            pool = ALPHABET + (SURROGATES if rng.random() < 0.1 else [])
+            text = "".join(rng.choice(pool) for _ in range(rng.choice([0, 1, 5, 40, 300])))
+            texts.append(Sub(text) if rng.random() < 0.02 else text)
+        got = driver.utf8_documents(texts)
+        assert _same(got, _reference(texts)), texts
+        assert got[0].flags.writeable and got[0].flags.c_contiguous
+
+
+def test_paired_surrogates_follow_the_reference():
+    # a surrogate pair spelled as two code points: str.encode refuses it, text_to_utf8 joins it
+    texts = ["ok", "\ud83d\ude00", "x\udc00y"]
+    assert _same(driver.utf8_documents(texts), _reference(texts))
+
+
+def test_non_str_items_raise_as_before():
+    with pytest.raises(Exception) as fast:
+        driver.utf8_documents(["ok", 5])
+    with pytest.raises(Exception) as slow:
+        driver.byte_documents([utf8_bytes(t) for t in ["ok", 5]])
+    assert type(fast.value) is type(slow.value)
+
+
+def test_kernels_refuse_what_they_cannot_read():
+    layout = driver._str_layout()
+    if layout is None:
+        pytest.skip("no str layout on this interpreter")
+    for bad in (["a", Sub("b")], ["a", b"b"], ["a", None]):
+        assert pystr.measure_texts(id(bad), len(bad), layout, np.empty(len(bad), np.int64)) == -1
+    short = ["abc", "d"]
+    sizes = np.empty(2, np.int64)
+    assert pystr.measure_texts(id(short), 2, layout, sizes) == 4
+    # an output buffer smaller than the texts is refused, not overrun
+    assert pystr.pack_texts(id(short), 2, layout, np.empty(3, np.uint8), np.empty(2, np.int64),
+                            np.empty(2, np.int64)) == -1
