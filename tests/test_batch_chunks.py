@@ -1,4 +1,4 @@
-"""Byte-level BPE batches shared between threads by the kernel (``FusedBPE._encode_chunks``).
+"""Byte-level BPE batches shared between threads by the kernel (``FusedBPE.encode_chunks``).
 
 A batch of 32 KB or more on two threads is cut into chunks that each thread's kernel claims; the ids
 are moved together at the end. These tests compare every text's ids with the reference library's

@@ -171,13 +171,7 @@ class FusedBPE(FusedPath):
             return super()._encode_staged(data, parse_special)
         return self.encode_docs(*byte_documents([norm]), parse_special)[0].tolist()
 
-    @property
-    def encode_chunks(self):
-        # the normal-form check of encode_docs runs per call on the calling thread: such tokenizers
-        # keep the driver's Python chunking
-        return self._encode_chunks if self.form is None else None
-
-    def _encode_chunks(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray, parse_special: bool,
+    def encode_chunks(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray, parse_special: bool,
                        threads: int) -> tuple[np.ndarray, np.ndarray]:
         """``encode_docs`` over ``threads`` threads, for the driver's own packed batch (writable uint8,
         int64 spans): the batch is cut into chunks of about equal bytes (at most ``CHUNKS_PER_THREAD``
@@ -185,7 +179,8 @@ class FusedBPE(FusedPath):
         (:func:`~tokjit.kernels.fused.encode_chunks_bpe`), each thread in one call without the GIL; the
         calling thread's call returns when every chunk is done, with the ids moved together. A chunk
         whose kernel stopped at a document (the regex needs the memoizing path) is finished here by
-        ``encode_docs``."""
+        ``encode_docs``; with a normal form, documents not in it are re-encoded as ``encode_docs``
+        does (``_in_normal_form``)."""
         n_docs = doc_ends.shape[0]
         max_chunks = threads * CHUNKS_PER_THREAD
         chunks = np.empty((max_chunks, 4), np.int64)
@@ -212,7 +207,7 @@ class FusedBPE(FusedPath):
                     helper.result()  # a helper that raised will never finish the chunk it claimed
             n = fused.finish_chunks(doc_starts, chunks, out_ids, doc_out_end, counters)
         if n >= 0:
-            return out_ids[:n], doc_out_end
+            return self._in_normal_form(out_ids[:n], doc_out_end, buf, doc_starts, doc_ends, parse_special, {})
         # a chunk stopped at a document: its ids so far, then encode_docs from that document on
         base = doc_starts[chunks[:, 0]] + np.arange(n_chunks)
         prev = np.empty(n_docs, np.int64)
@@ -220,12 +215,53 @@ class FusedBPE(FusedPath):
         prev[chunks[:, 0]] = base
         counts = doc_out_end - prev
         parts = [out_ids[b:e] for b, e in zip(base.tolist(), chunks[:, 3].tolist())]
+        done: set[int] = set()
         for c in np.flatnonzero(chunks[:, 2] < chunks[:, 1]).tolist():
             stop, end = int(chunks[c, 2]), int(chunks[c, 1])
             rest, rest_ends = self.encode_docs(buf, doc_starts[stop:end], doc_ends[stop:end], parse_special)
             parts[c] = np.concatenate((parts[c], rest))
             counts[stop:end] = np.diff(rest_ends, prepend=0)
-        return np.concatenate(parts), np.cumsum(counts)
+            done.update(range(stop, end))  # encode_docs has brought these into the normal form
+        return self._in_normal_form(np.concatenate(parts), np.cumsum(counts), buf, doc_starts, doc_ends,
+                                    parse_special, dict.fromkeys(done))
+
+    def _in_normal_form(self, ids, doc_out_end, buf, doc_starts, doc_ends, parse_special, done):
+        """(ids, doc_out_end) with the documents not in the tokenizer's normal form re-encoded
+        (``_normal_form_extra``; those in ``done`` are final), when it has one."""
+        if self.form is None:
+            return ids, doc_out_end
+        extra = dict(done)
+        self._normal_form_extra(buf, doc_starts, doc_ends, parse_special, extra)
+        for d in done:
+            del extra[d]
+        return self._splice(ids, doc_out_end, extra) if extra else (ids, doc_out_end)
+
+    def _normal_form_extra(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
+                           parse_special: bool, extra: dict) -> None:
+        """Put into ``extra`` the ids of every document not in the tokenizer's normal form (the kernel
+        encoded its text as it is): the kernel's ids of its normalization, or the staged pipeline's
+        (``_kernel_text``). Documents already in ``extra`` are left as they are. Only documents the
+        quick check cannot pass (a kernel, without the GIL) are checked in full."""
+        suspect = np.zeros(doc_ends.shape[0], np.bool_)
+        if not normal_form_suspects(buf, doc_starts, doc_ends, quick_check_table(self.form), suspect):
+            return
+        renormalized = {}
+        for d in np.flatnonzero(suspect).tolist():
+            if d in extra:
+                continue
+            data = buf[doc_starts[d]:doc_ends[d]].tobytes()
+            norm = self._kernel_text(data, parse_special)
+            if norm is None:
+                extra[d] = self.tok._encode_staged(buf[doc_starts[d]:doc_ends[d]], parse_special,
+                                                   want_spans=False)[0]
+            elif norm is not data:
+                renormalized[d] = norm
+        if renormalized:
+            # in the form now: the kernel encodes them as one more batch
+            keys = list(renormalized)
+            n_ids, n_out_end = self.encode_docs(*byte_documents([renormalized[d] for d in keys]), parse_special)
+            for i, d in enumerate(keys):
+                extra[d] = n_ids[(n_out_end[i - 1] if i else 0):n_out_end[i]]
 
     def _thread(self, longest: int = 0) -> _BPEThread:
         st = getattr(self._local, "st", None)
@@ -258,27 +294,7 @@ class FusedBPE(FusedPath):
                 d += 1
         n_written = int(st.io[0])  # before the call below for re-normalized documents reuses st
         if self.form is not None and n_docs:
-            # only documents the quick check cannot pass (a kernel, without the GIL) are checked in full
-            suspect = np.zeros(n_docs, np.bool_)
-            if normal_form_suspects(buf, doc_starts, doc_ends, quick_check_table(self.form), suspect):
-                renormalized = {}
-                for d in np.flatnonzero(suspect).tolist():
-                    if d in extra:
-                        continue
-                    data = buf[doc_starts[d]:doc_ends[d]].tobytes()
-                    norm = self._kernel_text(data, parse_special)
-                    if norm is None:
-                        extra[d] = self.tok._encode_staged(buf[doc_starts[d]:doc_ends[d]], parse_special,
-                                                           want_spans=False)[0]
-                    elif norm is not data:
-                        renormalized[d] = norm
-                if renormalized:
-                    # in the form now: the kernel encodes them as one more batch
-                    keys = list(renormalized)
-                    n_ids, n_out_end = self.encode_docs(*byte_documents([renormalized[d] for d in keys]),
-                                                        parse_special)
-                    for i, d in enumerate(keys):
-                        extra[d] = n_ids[(n_out_end[i - 1] if i else 0):n_out_end[i]]
+            self._normal_form_extra(buf, doc_starts, doc_ends, parse_special, extra)
         ids = out_ids[:n_written]
         if extra:
             ids, doc_out_end = self._splice(ids, doc_out_end, extra)
