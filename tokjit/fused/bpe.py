@@ -84,7 +84,7 @@ class _BPEThread:
     """One thread's buffers for the byte-level BPE kernel, as numpy arrays (kept so Python can read
     ``out``) and as the two structures the kernel takes; rebuilt larger when a text does not fit."""
 
-    def __init__(self, model: BPEModel, pipes, cap: int, cache: structs.PieceCache | None = None):
+    def __init__(self, model: BPEModel, pipes, cap: int, cache: tuple | None = None):
         cap = max(cap, 1024)
         self.cap = cap
         self.text = np.empty(cap, np.uint8)
@@ -108,8 +108,10 @@ class _BPEThread:
         self.spans = structs.make_spans(self)
         ws = Workspace()
         ws.grow(cap + 1)
-        # kept when the buffers grow; a new one starts from the vocabulary's seed
-        self.cache = cache if cache is not None else structs.make_piece_cache(seed=model.piece_cache_seed())
+        # (the cache and its arrays) kept when the buffers grow, or copied from another thread's
+        # (FusedBPE.encode_chunks); a new one starts from the vocabulary's seed
+        self.cache, self.cache_arrays = structs.piece_cache_arrays(seed=model.piece_cache_seed()) \
+            if cache is None else structs.piece_cache_arrays(arrays=cache[1])
         self.bpe = structs.make_bpe_scratch(ws, ws.rev_left(model.token_flags.shape[0]),
                                             np.zeros(model.touched.shape[0], np.int64), self.cache)
         # indexed by parse_special
@@ -138,6 +140,7 @@ class FusedBPE(FusedPath):
                       structs.make_bpe_pipe(structs.make_trie(tok._match_all), rx, vocab))
         self._local = threading.local()
         self._entry = None
+        self._states = 0  # threads that have made their buffers
 
     text_kernel = staticmethod(fused.encode_text_bpe)
 
@@ -191,9 +194,13 @@ class FusedBPE(FusedPath):
         counters = np.zeros(COUNTERS, np.int64)
         counters[N_CHUNKS] = n_chunks
         kernel = fused.encode_chunks_bpe
+        # a helper meeting this tokenizer for the first time starts from a copy of this thread's
+        # cache, not the vocabulary's seed: the pieces this thread has met are the ones the batch has
+        # (cold, a helper made two-thread English batches of 40 KB 1.5x slower for the first dozen)
+        inherit = [structs.copy_piece_cache(self._thread(longest).cache_arrays)] if self._states < threads else []
 
         def run(wait: bool) -> int:
-            st = self._thread(longest)
+            st = self._thread(longest, inherit)
             return kernel(st.sessions[parse_special], buf, doc_starts, doc_ends, chunks, out_ids, doc_out_end,
                           counters, wait)
 
@@ -263,11 +270,18 @@ class FusedBPE(FusedPath):
             for i, d in enumerate(keys):
                 extra[d] = n_ids[(n_out_end[i - 1] if i else 0):n_out_end[i]]
 
-    def _thread(self, longest: int = 0) -> _BPEThread:
+    def _thread(self, longest: int = 0, inherit: list | None = None) -> _BPEThread:
+        """This thread's buffers, made (or made larger) for a document of ``longest`` bytes. A thread's
+        first buffers take their cache from ``inherit`` (a list holding one copy of another thread's
+        cache arrays, taken by the first thread that needs it) when given, else from the seed."""
         st = getattr(self._local, "st", None)
         if st is None or st.cap < longest:
-            st = self._local.st = _BPEThread(self.model, self.pipes, max(longest, 2 * st.cap if st else 0),
-                                             st.cache if st else None)
+            if st is not None:
+                cache = (st.cache, st.cache_arrays)
+            else:
+                self._states += 1
+                cache = (None, inherit.pop()) if inherit else None
+            st = self._local.st = _BPEThread(self.model, self.pipes, max(longest, 2 * st.cap if st else 0), cache)
         return st
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,

@@ -274,14 +274,29 @@ def make_piece_cache(slots: int | None = None, seed: tuple[np.ndarray, np.ndarra
     inline entries, :func:`~tokjit.kernels.piece_cache.seed_cache`), with an empty pair cache
     (``tokjit.kernels.bpe``); a thread keeps it when its buffers grow. One cache serves one vocabulary:
     both remember that vocabulary's answers."""
+    return piece_cache_arrays(slots, seed)[0]
+
+
+def piece_cache_arrays(slots: int | None = None, seed: tuple[np.ndarray, np.ndarray] | None = None,
+                       arrays: tuple | None = None) -> tuple[PieceCache, tuple]:
+    """:func:`make_piece_cache` and its arrays (rows, byte pool, id pool, fill, pair cache), from which
+    :func:`copy_piece_cache` copies it; with ``arrays``, a cache over those arrays (the caller's own)."""
     from tokjit.kernels import piece_cache as pc
-    rows = pc.SLOTS if slots is None else slots
-    small = slots is not None
-    table, fill = (seed[0].copy(), seed[1].copy()) if seed is not None else \
-        (np.zeros((rows, pc.ROW), np.int64), np.zeros(3, np.int64))
-    return _new_piece_cache((table, np.zeros(1 if small else pc.POOL_BYTES, np.uint8),
-                             np.zeros(1 if small else pc.POOL_IDS, np.int32), fill,
-                             np.full(2 * pc.PAIR_CACHE_SLOTS, -1, np.int64)))
+    if arrays is None:
+        rows = pc.SLOTS if slots is None else slots
+        small = slots is not None
+        table, fill = (seed[0].copy(), seed[1].copy()) if seed is not None else \
+            (np.zeros((rows, pc.ROW), np.int64), np.zeros(3, np.int64))
+        arrays = (table, np.zeros(1 if small else pc.POOL_BYTES, np.uint8),
+                  np.zeros(1 if small else pc.POOL_IDS, np.int32), fill,
+                  np.full(2 * pc.PAIR_CACHE_SLOTS, -1, np.int64))
+    return _new_piece_cache(arrays), arrays
+
+
+def copy_piece_cache(arrays: tuple) -> tuple:
+    """A copy of a cache's arrays (:func:`piece_cache_arrays`), taken while no kernel writes them:
+    a thread that starts from it knows the pieces its source has met."""
+    return tuple(a.copy() for a in arrays)
 
 
 # -------------------------------------------------------------------------------------------------
