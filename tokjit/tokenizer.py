@@ -173,15 +173,7 @@ class Tokenizer(TransformersMixin):
         texts = _text_list(texts)
         if self._fused is not None:
             flat, offsets = self._fused.encode_texts(texts, parse_special, self._threads(num_threads))
-            bounds = zip(offsets[:-1].tolist(), offsets[1:].tolist())
-            if flat.shape[0] < BIG_LIST:
-                # one list per text straight from the ids (a memoryview slice each): no list of every
-                # id first, whose slices copied the ids again (7-27% of the list building)
-                view = memoryview(flat)
-                out = [view[a:b].tolist() for a, b in bounds]
-            else:
-                ids = self._fused.id_list(flat)
-                out = [ids[a:b] for a, b in bounds]
+            out = self._fused.id_lists(flat, offsets)
             return [self.post_process(x) for x in out] if add_special_tokens else out
 
         def one(t):

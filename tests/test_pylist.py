@@ -1,0 +1,89 @@
+"""Id lists built by a kernel from shared ints (``tokjit.kernels.pylist``): ``encode_batch`` gives
+tiktoken's ids as ordinary lists, every reference it takes to a shared int is given back when the
+lists go, and ids without an int are refused without leaking a list."""
+
+from __future__ import annotations
+
+import gc
+import sys
+
+import numpy as np
+import pytest
+
+import tokjit
+from conftest import corpus_lines
+from tokjit.fused import driver
+from tokjit.kernels import pylist
+
+
+@pytest.fixture(scope="module")
+def api():
+    api = driver._list_api()
+    if api is None:
+        if sys.implementation.name == "cpython" and getattr(sys, "_is_gil_enabled", lambda: True)():
+            pytest.fail("the list kernel should be usable on CPython with the GIL")
+        pytest.skip("the list kernel needs CPython's C API")
+    return api
+
+
+def _tiktoken_o200k():
+    tiktoken = pytest.importorskip("tiktoken")
+    import json
+
+    import tiktoken.load
+    from conftest import shared_path
+
+    entry = json.loads(shared_path("data", "tiktoken", "encodings.json").read_text())["o200k_base"]
+    ranks = tiktoken.load.load_tiktoken_bpe(
+        str(shared_path("data", "tiktoken", entry["mergeable_ranks_file"].split()[0])))
+    return tiktoken.Encoding(name="o200k_base", pat_str=entry["pat_str"], mergeable_ranks=ranks,
+                             special_tokens=entry["special_tokens"])
+
+
+def _counts(table, indices):
+    # read into plain ints first: pytest's assertion rewriting keeps the operands of an assert alive
+    return [sys.getrefcount(table[i]) for i in indices]
+
+
+def test_encode_batch_lists_match_tiktoken(shared, api):
+    ref = _tiktoken_o200k()
+    tok = tokjit.get_encoding("o200k_base")
+    texts = corpus_lines(limit_per_file=200) + ["", "", "x"]
+    got = tok.encode_batch(texts, num_threads=1)
+    assert got == ref.encode_ordinary_batch(texts, num_threads=1)
+    assert all(type(x) is list for x in got) and len({id(x) for x in got}) == len(got)
+    got[0].append("mine")  # each list is the caller's own
+    assert "mine" not in got[1]
+
+
+def test_references_are_given_back(api):
+    path = tokjit.get_encoding("o200k_base")._fused
+    table = path.int_table(1000)
+    # ints above 256: CPython's small ints are shared by everything, their counts move by themselves
+    ids = np.array([300, 999, 300, 500, 300], np.int32)
+    offsets = np.array([0, 2, 2, 5], np.int64)
+    before = _counts(table, (300, 500, 999))
+    lists = path.id_lists(ids, offsets)
+    during = _counts(table, (300, 500, 999))
+    same = lists == [[300, 999], [], [300, 500, 300]]
+    del lists
+    gc.collect()
+    after = _counts(table, (300, 500, 999))
+    assert same
+    assert during == [before[0] + 3, before[1] + 1, before[2] + 1]
+    assert after == before
+
+
+def test_ids_without_an_int_are_refused(api):
+    table = np.empty(10, object)
+    table[:] = [int(x) for x in range(5000, 5010)]
+    before = _counts(table, (2,))
+    outer = [None, None]
+    ids = np.array([2, 2, 10], np.int32)  # 10 is past the table
+    result = pylist.build_lists(api, id(outer), 2, ids, np.array([0, 2, 3], np.int64), table.ctypes.data, 10)
+    kept = outer[0] == [5002, 5002] and outer[1] is None
+    del outer
+    gc.collect()
+    after = _counts(table, (2,))
+    assert result == -1 and kept
+    assert after == before
