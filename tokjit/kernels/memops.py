@@ -1,5 +1,5 @@
-"""Machine operations numba does not expose: an unaligned 8-byte load, a cache prefetch, and an
-array read without the negative-index wraparound.
+"""Machine operations numba does not expose: an unaligned 8-byte load, a cache prefetch, an array
+read without the negative-index wraparound, and loads, stores, copies and prefetches at raw addresses.
 
 * :func:`load_word` reads 8 bytes of a byte array as one little-endian word, where numba would
   read them one at a time (eight loads, shifts and a loop whose trip count varies with the piece,
@@ -66,15 +66,79 @@ def _prefetch(typingctx, arr, index):
         idx = context.cast(builder, args[1], sig.args[1], types.intp)
         if sig.args[0].ndim == 2:
             idx = builder.mul(idx, builder.extract_value(ary.shape, 1))
-        ptr = builder.bitcast(builder.gep(ary.data, [idx]), _I8.as_pointer())
-        fnty = ir.FunctionType(ir.VoidType(), [ptr.type, _I32, _I32, _I32])
-        name = "llvm.prefetch.p0" if ptr.type.is_opaque else "llvm.prefetch.p0i8"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-        # read (0), high temporal locality (3), data cache (1)
-        builder.call(fn, [ptr, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+        _emit_prefetch(builder, builder.bitcast(builder.gep(ary.data, [idx]), _I8.as_pointer()))
         return context.get_dummy_value()
 
     return types.void(arr, index), codegen
+
+
+def _emit_prefetch(builder, ptr):
+    """``llvm.prefetch`` of the byte at ``ptr``: read (0), high temporal locality (3), data cache (1)."""
+    fnty = ir.FunctionType(ir.VoidType(), [ptr.type, _I32, _I32, _I32])
+    name = "llvm.prefetch.p0" if ptr.type.is_opaque else "llvm.prefetch.p0i8"
+    fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+    builder.call(fn, [ptr, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+
+
+# Raw addresses: the kernels that read and write CPython's objects (kernels.pystr, kernels.pylist)
+# get an object's address from Python (``id``) and the offsets of its fields from a layout checked
+# before use; these are their loads, stores, copies and prefetches. Nothing checks such an address.
+
+@intrinsic
+def load_at(typingctx, address, dtype):
+    """The ``dtype`` value (a numba number type, given as a global such as ``np.int64``) stored at
+    ``address``."""
+    if not isinstance(address, types.Integer) or not isinstance(dtype, types.NumberClass):
+        return None
+    elem = dtype.instance_type
+
+    def codegen(context, builder, sig, args):
+        return builder.load(builder.inttoptr(args[0], context.get_value_type(elem).as_pointer()))
+
+    return elem(address, dtype), codegen
+
+
+@intrinsic
+def store_i64_at(typingctx, address, value):
+    """Store the int64 ``value`` at ``address``."""
+    if not isinstance(address, types.Integer) or not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        val = context.cast(builder, args[1], sig.args[1], types.int64)
+        builder.store(val, builder.inttoptr(args[0], _I64.as_pointer()))
+        return context.get_dummy_value()
+
+    return types.void(address, value), codegen
+
+
+@intrinsic
+def prefetch_address(typingctx, address):
+    """Ask the CPU to start loading the cache line at ``address`` (no effect on results)."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        _emit_prefetch(builder, builder.inttoptr(args[0], _I8.as_pointer()))
+        return context.get_dummy_value()
+
+    return types.void(address), codegen
+
+
+@intrinsic
+def copy_from_address(typingctx, out, at, address, n):
+    """``out[at:at + n]`` = the ``n`` bytes at ``address`` (a uint8 array; the caller checked the bounds)."""
+    if not (isinstance(out, types.Array) and out.dtype == types.uint8 and isinstance(at, types.Integer)
+            and isinstance(address, types.Integer) and isinstance(n, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        dst = builder.gep(ary.data, [args[1]])
+        cgutils.raw_memcpy(builder, dst, builder.inttoptr(args[2], dst.type), args[3], 1)
+        return context.get_dummy_value()
+
+    return types.void(out, at, address, n), codegen
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)

@@ -21,8 +21,9 @@ import sys
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.core import cgutils
 from numba.extending import intrinsic
+
+from tokjit.kernels.memops import load_at, prefetch_address, store_i64_at
 
 # API array: addresses of the C functions the kernel calls, and the list item offset
 API_LIST_NEW = 0
@@ -80,46 +81,7 @@ def _call_ref(typingctx, fn, obj):
     return types.void(fn, obj), codegen
 
 
-@intrinsic
-def _load_i64(typingctx, address):
-    if not isinstance(address, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.load(builder.inttoptr(args[0], _I64.as_pointer()))
-
-    return types.int64(address), codegen
-
-
-@intrinsic
-def _store_i64(typingctx, address, value):
-    if not isinstance(address, types.Integer) or not isinstance(value, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        builder.store(args[1], builder.inttoptr(args[0], _I64.as_pointer()))
-        return context.get_dummy_value()
-
-    return types.void(address, value), codegen
-
-
-@intrinsic
-def _prefetch(typingctx, address):
-    if not isinstance(address, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        fnty = ir.FunctionType(ir.VoidType(), [_I8P, _I32, _I32, _I32])
-        name = "llvm.prefetch.p0" if _I8P.is_opaque else "llvm.prefetch.p0i8"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-        builder.call(fn, [builder.inttoptr(args[0], _I8P), ir.Constant(_I32, 0), ir.Constant(_I32, 3),
-                          ir.Constant(_I32, 1)])
-        return context.get_dummy_value()
-
-    return types.void(address), codegen
-
-
-AHEAD = 16
+AHEAD = 16  # ids between a shared int's prefetch and its reference count (its slot: twice as many)
 
 
 @njit(cache=True)
@@ -138,23 +100,23 @@ def build_lists(api, outer, n_lists, ids, offsets, table, table_len):
         lst = _call_new(new, end - start)
         if lst == 0:
             return -1
-        items = _load_i64(lst + items_at)
+        items = load_at(lst + items_at, np.int64)
         for j in range(start, end):
             # the shared ints are spread over megabytes: ask for the slot 32 ids on and the int 16
             # ids on (its slot was asked for 16 ids ago), so the reference counts below do not wait
             ahead = j + 2 * AHEAD
             if ahead < ids.shape[0] and 0 <= ids[ahead] < table_len:
-                _prefetch(table + 8 * np.int64(ids[ahead]))
+                prefetch_address(table + 8 * np.int64(ids[ahead]))
             ahead = j + AHEAD
             if ahead < ids.shape[0] and 0 <= ids[ahead] < table_len:
-                _prefetch(_load_i64(table + 8 * np.int64(ids[ahead])))
+                prefetch_address(load_at(table + 8 * np.int64(ids[ahead]), np.int64))
             tid = np.int64(ids[j])
             if tid < 0 or tid >= table_len:
                 _call_ref(api[API_DECREF], lst)  # its items so far are held; the rest are NULL
                 return -1
-            obj = _load_i64(table + 8 * tid)
+            obj = load_at(table + 8 * tid, np.int64)
             _call_ref(incref, obj)
-            _store_i64(items + 8 * (j - start), obj)
+            store_i64_at(items + 8 * (j - start), obj)
         if _call_set_item(set_item, outer, k, lst) != 0:
             return -1
     return 0

@@ -24,11 +24,9 @@ import ctypes
 import sys
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
+from tokjit.kernels.memops import copy_from_address, load_at, prefetch_address
 from tokjit.kernels.utf8 import put_utf8
 
 # layout fields (an int64 array, filled by str_layout)
@@ -48,54 +46,6 @@ PACK_AHEAD = 4  # texts whose code points pack_texts requests ahead of the one i
 PREFETCH_LINES = 8
 
 
-@intrinsic
-def _load(typingctx, address, dtype):
-    """The ``dtype`` value stored at ``address``."""
-    if not isinstance(address, types.Integer) or not isinstance(dtype, types.NumberClass):
-        return None
-    elem = dtype.instance_type
-
-    def codegen(context, builder, sig, args):
-        return builder.load(builder.inttoptr(args[0], context.get_value_type(elem).as_pointer()))
-
-    return elem(address, dtype), codegen
-
-
-@intrinsic
-def _prefetch_address(typingctx, address):
-    """Ask the CPU to start loading the cache line at ``address`` (no effect on results)."""
-    if not isinstance(address, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        i8p = ir.IntType(8).as_pointer()
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, ir.IntType(32), ir.IntType(32), ir.IntType(32)])
-        name = "llvm.prefetch.p0" if i8p.is_opaque else "llvm.prefetch.p0i8"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-        i32 = ir.IntType(32)
-        builder.call(fn, [builder.inttoptr(args[0], i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return types.void(address), codegen
-
-
-@intrinsic
-def _copy_from(typingctx, out, at, address, n):
-    """``out[at:at + n]`` = the ``n`` bytes at ``address`` (the caller checked the bounds)."""
-    if not (isinstance(out, types.Array) and out.dtype == types.uint8 and isinstance(at, types.Integer)
-            and isinstance(address, types.Integer) and isinstance(n, types.Integer)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        dst = builder.gep(ary.data, [args[1]])
-        src = builder.inttoptr(args[2], dst.type)
-        cgutils.raw_memcpy(builder, dst, src, args[3], 1)
-        return context.get_dummy_value()
-
-    return types.void(out, at, address, n), codegen
-
-
 @njit(cache=True)
 def measure_texts(list_address, n, layout, sizes):
     """``sizes[i]`` = an upper bound of text ``i``'s UTF-8 length (exact for ASCII: one byte per code
@@ -104,20 +54,20 @@ def measure_texts(list_address, n, layout, sizes):
     prefetching ``MEASURE_AHEAD`` objects ahead. O(n)."""
     if sizes.shape[0] < n:
         return -1
-    items = _load(list_address + layout[L_ITEMS], np.int64)
+    items = load_at(list_address + layout[L_ITEMS], np.int64)
     str_type, state_at, length_at = layout[L_STR_TYPE], layout[L_STATE], layout[L_LENGTH]
     compact_bit, ascii_bit, kind_shift = layout[L_COMPACT_BIT], layout[L_ASCII_BIT], layout[L_KIND_SHIFT]
     total = 0
     for i in range(n):
         if i + MEASURE_AHEAD < n:
-            _prefetch_address(_load(items + 8 * (i + MEASURE_AHEAD), np.int64))
-        obj = _load(items + 8 * i, np.int64)
-        if _load(obj + 8, np.int64) != str_type:
+            prefetch_address(load_at(items + 8 * (i + MEASURE_AHEAD), np.int64))
+        obj = load_at(items + 8 * i, np.int64)
+        if load_at(obj + 8, np.int64) != str_type:
             return -1
-        state = np.int64(_load(obj + state_at, np.uint8))
+        state = np.int64(load_at(obj + state_at, np.uint8))
         if (state >> compact_bit) & 1 == 0:
             return -1
-        length = _load(obj + length_at, np.int64)
+        length = load_at(obj + length_at, np.int64)
         if (state >> ascii_bit) & 1:
             size = length
         else:
@@ -136,7 +86,7 @@ def pack_texts(list_address, n, layout, out, starts, ends):
     (``str.encode`` has the rules for those) or when ``out`` is too small. O(bytes)."""
     if starts.shape[0] < n or ends.shape[0] < n:
         return -1
-    items = _load(list_address + layout[L_ITEMS], np.int64)
+    items = load_at(list_address + layout[L_ITEMS], np.int64)
     state_at, length_at, ascii_data, data_at = layout[L_STATE], layout[L_LENGTH], layout[L_ASCII_DATA], layout[L_DATA]
     ascii_bit, kind_shift = layout[L_ASCII_BIT], layout[L_KIND_SHIFT]
     cap = out.shape[0]
@@ -145,18 +95,18 @@ def pack_texts(list_address, n, layout, out, starts, ends):
         if i + PACK_AHEAD < n:
             # the text PACK_AHEAD on: its header is cached (measure_texts read it), its code points
             # are not; up to PREFETCH_LINES cache lines of them are requested now
-            ahead = _load(items + 8 * (i + PACK_AHEAD), np.int64)
-            span = min(_load(ahead + length_at, np.int64) * 4 + 128, 64 * PREFETCH_LINES)
+            ahead = load_at(items + 8 * (i + PACK_AHEAD), np.int64)
+            span = min(load_at(ahead + length_at, np.int64) * 4 + 128, 64 * PREFETCH_LINES)
             for off in range(64, span, 64):
-                _prefetch_address(ahead + off)
-        obj = _load(items + 8 * i, np.int64)
-        state = np.int64(_load(obj + state_at, np.uint8))
-        length = _load(obj + length_at, np.int64)
+                prefetch_address(ahead + off)
+        obj = load_at(items + 8 * i, np.int64)
+        state = np.int64(load_at(obj + state_at, np.uint8))
+        length = load_at(obj + length_at, np.int64)
         starts[i] = at
         if (state >> ascii_bit) & 1:
             if at + length > cap:
                 return -1
-            _copy_from(out, at, obj + ascii_data, length)
+            copy_from_address(out, at, obj + ascii_data, length)
             at += length
         else:
             kind = (state >> kind_shift) & 7
@@ -165,11 +115,11 @@ def pack_texts(list_address, n, layout, out, starts, ends):
             data = obj + data_at
             for k in range(length):
                 if kind == 1:
-                    c = np.int64(_load(data + k, np.uint8))
+                    c = np.int64(load_at(data + k, np.uint8))
                 elif kind == 2:
-                    c = np.int64(_load(data + 2 * k, np.uint16))
+                    c = np.int64(load_at(data + 2 * k, np.uint16))
                 else:
-                    c = np.int64(_load(data + 4 * k, np.uint32))
+                    c = np.int64(load_at(data + 4 * k, np.uint32))
                 if c < 0x80:
                     out[at] = c
                     at += 1
