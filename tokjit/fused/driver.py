@@ -22,6 +22,9 @@ from tokjit.thread_pool import thread_pool
 
 # An id list at least this long is built from one shared Python int per id (``FusedPath.id_list``)
 BIG_LIST = 1 << 16
+# a single call's list of at least this many ids is built by a kernel from the shared ints
+# (FusedPath._list_maker): its fixed ~0.3 us pays for itself from ~16-24 ids on
+KERNEL_LIST = 24
 
 
 def doc_sizes(doc_starts: np.ndarray, doc_ends: np.ndarray) -> tuple[int, int, int]:
@@ -71,6 +74,29 @@ class FusedPath:
             self._int_table = table
         return table
 
+    def _list_maker(self):
+        """``make(ids, n)`` -> the list of ``ids[:n]`` (an int32 array) from the shared ints, one kernel
+        call (:func:`~tokjit.kernels.pylist.build_one`; ~0.3 us, then ~4 ns per id against ~10-35
+        for new ints), or None where the interpreter does not allow it."""
+        api = _list_api()
+        if api is None:
+            return None
+        table = self.int_table(self.tok.vocab_size + 1)
+        args = tuple(int(api[i]) for i in (pylist.API_LIST_NEW, pylist.API_SET_ITEM, pylist.API_INCREF,
+                                           pylist.API_ITEMS))
+        table_address, table_len = table.ctypes.data, table.shape[0]
+        entry = kernel_entry(pylist.build_one, *args, 0, np.zeros(1, np.int32), 0, table_address, table_len)
+        tolist = self.id_list
+
+        def make(ids, n):
+            outer = [None]
+            if entry(*args, id(outer), ids, n, table_address, table_len) == 0:
+                return outer[0]
+            return tolist(ids[:n])  # an id past the table (it grows there); the table is kept alive here
+
+        make.table = table
+        return make
+
     def id_lists(self, flat: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
         """One list of ids per text (``flat[offsets[k]:offsets[k + 1]]``): built by a kernel from the
         shared ints of ``int_table`` where the interpreter allows (:mod:`tokjit.kernels.pylist`), else
@@ -113,6 +139,7 @@ class FusedPath:
         ``as_array`` as a new int32 array (a copy of the thread's ``out``: a later call reuses it)."""
         path, local, form, big_list = self, self._local, self.form, BIG_LIST
         staged = _int32_array if as_array else _same  # what the ids of the staged fallback become
+        make_list = None if as_array else self._list_maker()
 
         def encode(text: str, *, add_special_tokens: bool = False, parse_special: bool = False):
             if metrics is not None and metrics.ACTIVE is not None:
@@ -143,8 +170,10 @@ class FusedPath:
             # a numpy slice and copy (~0.2 us) beat np.array(memoryview) (~0.3 us); lists read the view
             if as_array:
                 out = st.out[:n].copy()
-            elif n < big_list:
+            elif n < KERNEL_LIST or make_list is None:
                 out = st.out_view[:n].tolist()
+            elif n < big_list:
+                out = make_list(st.out, n)
             else:
                 out = path.id_list(st.out[:n])
             return post_process(out) if add_special_tokens else out

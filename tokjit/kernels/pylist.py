@@ -122,6 +122,29 @@ def build_lists(api, outer, n_lists, ids, offsets, table, table_len):
     return 0
 
 
+@njit(cache=True)
+def build_one(list_new, set_item, incref, items_at, outer, ids, n, table, table_len):
+    """:func:`build_lists` for one list, ``ids[:n]``, into the one-item list at ``outer``, with the C
+    functions and the item offset as ints (a single call unboxes one array, not three). Returns 0,
+    or -1 (nothing made) when an id has no int in the table or the list cannot be made."""
+    if n < 0 or n > ids.shape[0]:
+        return -1
+    for j in range(n):
+        if ids[j] < 0 or ids[j] >= table_len:
+            return -1
+    lst = _call_new(list_new, n)
+    if lst == 0:
+        return -1
+    items = load_at(lst + items_at, np.int64)
+    for j in range(n):
+        if j + AHEAD < n:
+            prefetch_address(load_at(table + 8 * np.int64(ids[j + AHEAD]), np.int64))
+        obj = load_at(table + 8 * np.int64(ids[j]), np.int64)
+        _call_ref(incref, obj)
+        store_i64_at(items + 8 * j, obj)
+    return _call_set_item(set_item, outer, 0, lst)
+
+
 def api_addresses(items_offset: int) -> np.ndarray:
     """The function addresses and the item offset :func:`build_lists` takes."""
     api = np.zeros(API_FIELDS, np.int64)
