@@ -139,9 +139,10 @@ class FusedPath:
         ``as_array`` as a new int32 array (a copy of the thread's ``out``: a later call reuses it)."""
         path, local, form, big_list = self, self._local, self.form, BIG_LIST
         staged = _int32_array if as_array else _same  # what the ids of the staged fallback become
-        make_list = None if as_array else self._list_maker()
+        make_list = None  # made on the first list of KERNEL_LIST ids (False where not allowed)
 
         def encode(text: str, *, add_special_tokens: bool = False, parse_special: bool = False):
+            nonlocal make_list
             if metrics is not None and metrics.ACTIVE is not None:
                 return general(text, add_special_tokens=add_special_tokens, parse_special=parse_special)
             if form is not None and not (type(text) is str and is_normalized(form, text)):
@@ -170,10 +171,10 @@ class FusedPath:
             # a numpy slice and copy (~0.2 us) beat np.array(memoryview) (~0.3 us); lists read the view
             if as_array:
                 out = st.out[:n].copy()
-            elif n < KERNEL_LIST or make_list is None:
-                out = st.out_view[:n].tolist()
             elif n < big_list:
-                out = make_list(st.out, n)
+                if n >= KERNEL_LIST and make_list is None:
+                    make_list = path._list_maker() or False
+                out = make_list(st.out, n) if n >= KERNEL_LIST and make_list else st.out_view[:n].tolist()
             else:
                 out = path.id_list(st.out[:n])
             return post_process(out) if add_special_tokens else out
