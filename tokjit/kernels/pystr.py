@@ -7,8 +7,8 @@ list's item array and each str's own buffer (CPython's compact representation: o
 per code point, ``kind``), prefetches the objects ahead and writes the UTF-8 of every text into one
 buffer.
 
-The object layout is CPython's and not an API: :func:`str_layout` learns it at import from objects
-whose contents are known (``sys.getsizeof`` gives the header sizes, the ``kind`` bits are found by
+The object layout is CPython's and not an API: :func:`str_layout` learns it, at the first batch, from
+objects whose contents are known (``sys.getsizeof`` gives the header sizes, the ``kind`` bits are found by
 reading strings of each kind) and :func:`pack_texts` is used only after it reproduced ``str.encode``
 on a set of test strings; anywhere else (another implementation, a free-threaded build, a layout that
 does not check out) the batch path keeps ``str.encode``. A text the kernel does not take (a str
