@@ -23,7 +23,8 @@ from tokjit.thread_pool import thread_pool
 # An id list at least this long is built from one shared Python int per id (``FusedPath.id_list``)
 BIG_LIST = 1 << 16
 # a single call's list of at least this many ids is built by a kernel from the shared ints
-# (FusedPath._list_maker): its fixed ~0.3 us pays for itself from ~16-24 ids on
+# (FusedPath._list_maker): its fixed ~0.3 us pays for itself from ~16-24 ids on; from BIG_LIST ids
+# on it replaces id_list (one pass over the ids instead of take() and tolist())
 KERNEL_LIST = 24
 
 
@@ -171,12 +172,17 @@ class FusedPath:
             # a numpy slice and copy (~0.2 us) beat np.array(memoryview) (~0.3 us); lists read the view
             if as_array:
                 out = st.out[:n].copy()
-            elif n < big_list:
-                if n >= KERNEL_LIST and make_list is None:
-                    make_list = path._list_maker() or False
-                out = make_list(st.out, n) if n >= KERNEL_LIST and make_list else st.out_view[:n].tolist()
+            elif n < KERNEL_LIST:
+                out = st.out_view[:n].tolist()
             else:
-                out = path.id_list(st.out[:n])
+                # the list kernel at every size from KERNEL_LIST on: a 100 KB and a 1 MB text then
+                # build their lists the same way (linear time measures one path, not two)
+                if make_list is None:
+                    make_list = path._list_maker() or False
+                if make_list:
+                    out = make_list(st.out, n)
+                else:
+                    out = st.out_view[:n].tolist() if n < big_list else path.id_list(st.out[:n])
             return post_process(out) if add_special_tokens else out
 
         if general is not None:
