@@ -14,7 +14,6 @@ from tokjit.pipeline import decoders as decoders_mod
 from tokjit.compat.transformers import TransformersMixin
 from tokjit.pipeline.added_tokens import AddedTokenMatcher
 from tokjit.fused import fused_path_for
-from tokjit.fused.driver import BIG_LIST
 from tokjit.errors import InputError, TextTypeError, UnknownEncodingError
 from tokjit.models.bpe import Workspace
 from tokjit.pipeline.pre_tokenizers import Pieces

@@ -29,9 +29,8 @@ from tokjit.kernels.memops import load_at, prefetch_address, store_i64_at
 API_LIST_NEW = 0
 API_SET_ITEM = 1
 API_INCREF = 2
-API_DECREF = 3
-API_ITEMS = 4
-API_FIELDS = 5
+API_ITEMS = 3
+API_FIELDS = 4
 
 _I64 = ir.IntType(64)
 _I32 = ir.IntType(32)
@@ -68,8 +67,8 @@ def _call_set_item(typingctx, fn, lst, i, item):
 
 
 @intrinsic
-def _call_ref(typingctx, fn, obj):
-    """``Py_IncRef(obj)`` or ``Py_DecRef(obj)`` through its address ``fn``."""
+def _call_incref(typingctx, fn, obj):
+    """``Py_IncRef(obj)`` through its address ``fn``."""
     if not isinstance(fn, types.Integer) or not isinstance(obj, types.Integer):
         return None
 
@@ -84,6 +83,34 @@ def _call_ref(typingctx, fn, obj):
 AHEAD = 16  # ids between a shared int's prefetch and its reference count (its slot: twice as many)
 
 
+@njit(cache=True, forceinline=True, _nrt=False)
+def _new_list(list_new, incref, items_at, ids, start, end, table, table_len):
+    """A new list (its address) of the shared ints of ``ids[start:end]``, or 0 when an id has no int
+    in the table (checked first: nothing is made) or the list cannot be made. The shared ints are
+    spread over megabytes: the slot of the id 32 on and the int of the id 16 on (its slot asked for
+    16 ids ago) are requested ahead, so the reference counts do not wait; ahead means in ``ids``,
+    whose next lists' ids follow this one's."""
+    for j in range(start, end):
+        if ids[j] < 0 or ids[j] >= table_len:
+            return 0
+    lst = _call_new(list_new, end - start)
+    if lst == 0:
+        return 0
+    items = load_at(lst + items_at, np.int64)
+    n_ids = ids.shape[0]  # past this list's end too: the next list's ids follow (short lists)
+    for j in range(start, end):
+        ahead = j + 2 * AHEAD
+        if ahead < n_ids and 0 <= ids[ahead] < table_len:
+            prefetch_address(table + 8 * np.int64(ids[ahead]))
+        ahead = j + AHEAD
+        if ahead < n_ids and 0 <= ids[ahead] < table_len:
+            prefetch_address(load_at(table + 8 * np.int64(ids[ahead]), np.int64))
+        obj = load_at(table + 8 * np.int64(ids[j]), np.int64)
+        _call_incref(incref, obj)
+        store_i64_at(items + 8 * (j - start), obj)
+    return lst
+
+
 @njit(cache=True)
 def build_lists(api, outer, n_lists, ids, offsets, table, table_len):
     """Put into the list at ``outer`` (``n_lists`` items, each None) the list of text ``k``'s ids,
@@ -92,32 +119,12 @@ def build_lists(api, outer, n_lists, ids, offsets, table, table_len):
     made (the lists made so far stay in ``outer``; the caller drops it). O(ids)."""
     if offsets.shape[0] < n_lists + 1:
         return -1
-    new, set_item, incref, items_at = api[API_LIST_NEW], api[API_SET_ITEM], api[API_INCREF], api[API_ITEMS]
     for k in range(n_lists):
         start, end = offsets[k], offsets[k + 1]
         if start < 0 or end > ids.shape[0] or end < start:
             return -1
-        lst = _call_new(new, end - start)
-        if lst == 0:
-            return -1
-        items = load_at(lst + items_at, np.int64)
-        for j in range(start, end):
-            # the shared ints are spread over megabytes: ask for the slot 32 ids on and the int 16
-            # ids on (its slot was asked for 16 ids ago), so the reference counts below do not wait
-            ahead = j + 2 * AHEAD
-            if ahead < ids.shape[0] and 0 <= ids[ahead] < table_len:
-                prefetch_address(table + 8 * np.int64(ids[ahead]))
-            ahead = j + AHEAD
-            if ahead < ids.shape[0] and 0 <= ids[ahead] < table_len:
-                prefetch_address(load_at(table + 8 * np.int64(ids[ahead]), np.int64))
-            tid = np.int64(ids[j])
-            if tid < 0 or tid >= table_len:
-                _call_ref(api[API_DECREF], lst)  # its items so far are held; the rest are NULL
-                return -1
-            obj = load_at(table + 8 * tid, np.int64)
-            _call_ref(incref, obj)
-            store_i64_at(items + 8 * (j - start), obj)
-        if _call_set_item(set_item, outer, k, lst) != 0:
+        lst = _new_list(api[API_LIST_NEW], api[API_INCREF], api[API_ITEMS], ids, start, end, table, table_len)
+        if lst == 0 or _call_set_item(api[API_SET_ITEM], outer, k, lst) != 0:
             return -1
     return 0
 
@@ -129,19 +136,9 @@ def build_one(list_new, set_item, incref, items_at, outer, ids, n, table, table_
     or -1 (nothing made) when an id has no int in the table or the list cannot be made."""
     if n < 0 or n > ids.shape[0]:
         return -1
-    for j in range(n):
-        if ids[j] < 0 or ids[j] >= table_len:
-            return -1
-    lst = _call_new(list_new, n)
+    lst = _new_list(list_new, incref, items_at, ids, 0, n, table, table_len)
     if lst == 0:
         return -1
-    items = load_at(lst + items_at, np.int64)
-    for j in range(n):
-        if j + AHEAD < n:
-            prefetch_address(load_at(table + 8 * np.int64(ids[j + AHEAD]), np.int64))
-        obj = load_at(table + 8 * np.int64(ids[j]), np.int64)
-        _call_ref(incref, obj)
-        store_i64_at(items + 8 * j, obj)
     return _call_set_item(set_item, outer, 0, lst)
 
 
@@ -150,7 +147,7 @@ def api_addresses(items_offset: int) -> np.ndarray:
     api = np.zeros(API_FIELDS, np.int64)
     papi = ctypes.pythonapi
     for slot, name in ((API_LIST_NEW, "PyList_New"), (API_SET_ITEM, "PyList_SetItem"),
-                       (API_INCREF, "Py_IncRef"), (API_DECREF, "Py_DecRef")):
+                       (API_INCREF, "Py_IncRef")):
         api[slot] = ctypes.cast(getattr(papi, name), ctypes.c_void_p).value
     api[API_ITEMS] = items_offset
     return api
