@@ -214,7 +214,7 @@ class FusedBPE(FusedPath):
                     helper.result()  # a helper that raised will never finish the chunk it claimed
             n = fused.finish_chunks(doc_starts, chunks, out_ids, doc_out_end, counters)
         if n >= 0:
-            return self._in_normal_form(out_ids[:n], doc_out_end, buf, doc_starts, doc_ends, parse_special, {})
+            return self._in_normal_form(out_ids[:n], doc_out_end, buf, doc_starts, doc_ends, parse_special, set())
         # a chunk stopped at a document: its ids so far, then encode_docs from that document on
         base = doc_starts[chunks[:, 0]] + np.arange(n_chunks)
         prev = np.empty(n_docs, np.int64)
@@ -230,31 +230,29 @@ class FusedBPE(FusedPath):
             counts[stop:end] = np.diff(rest_ends, prepend=0)
             done.update(range(stop, end))  # encode_docs has brought these into the normal form
         return self._in_normal_form(np.concatenate(parts), np.cumsum(counts), buf, doc_starts, doc_ends,
-                                    parse_special, dict.fromkeys(done))
+                                    parse_special, done)
 
     def _in_normal_form(self, ids, doc_out_end, buf, doc_starts, doc_ends, parse_special, done):
         """(ids, doc_out_end) with the documents not in the tokenizer's normal form re-encoded
         (``_normal_form_extra``; those in ``done`` are final), when it has one."""
         if self.form is None:
             return ids, doc_out_end
-        extra = dict(done)
-        self._normal_form_extra(buf, doc_starts, doc_ends, parse_special, extra)
-        for d in done:
-            del extra[d]
+        extra: dict[int, np.ndarray] = {}
+        self._normal_form_extra(buf, doc_starts, doc_ends, parse_special, extra, skip=done)
         return self._splice(ids, doc_out_end, extra) if extra else (ids, doc_out_end)
 
     def _normal_form_extra(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
-                           parse_special: bool, extra: dict) -> None:
+                           parse_special: bool, extra: dict, skip=()) -> None:
         """Put into ``extra`` the ids of every document not in the tokenizer's normal form (the kernel
         encoded its text as it is): the kernel's ids of its normalization, or the staged pipeline's
-        (``_kernel_text``). Documents already in ``extra`` are left as they are. Only documents the
-        quick check cannot pass (a kernel, without the GIL) are checked in full."""
+        (``_kernel_text``). Documents already in ``extra`` or in ``skip`` are left as they are. Only
+        documents the quick check cannot pass (a kernel, without the GIL) are checked in full."""
         suspect = np.zeros(doc_ends.shape[0], np.bool_)
         if not normal_form_suspects(buf, doc_starts, doc_ends, quick_check_table(self.form), suspect):
             return
         renormalized = {}
         for d in np.flatnonzero(suspect).tolist():
-            if d in extra:
+            if d in extra or d in skip:
                 continue
             data = buf[doc_starts[d]:doc_ends[d]].tobytes()
             norm = self._kernel_text(data, parse_special)
