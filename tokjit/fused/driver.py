@@ -239,15 +239,15 @@ class FusedPath:
                          self.encode_chunks(buf, doc_starts, doc_ends, parse_special, threads))
             offsets[1:] = ends
             return ids, offsets
-        n_chunks = min(n, threads * CHUNKS_PER_THREAD)
-        cuts = np.searchsorted(doc_ends, np.linspace(0, total, n_chunks + 1)[1:-1], side="left")
-        bounds = np.unique(np.concatenate([[0], cuts, [n]]))
-        results = [None] * (len(bounds) - 1)
-        chunks = iter(range(len(bounds) - 1))  # next() on a range iterator is atomic under the GIL
+        cut = np.empty((threads * CHUNKS_PER_THREAD, 4), np.int64)
+        n_chunks = fused.cut_chunks(doc_starts, doc_ends, cut.shape[0], 1, cut)[0]
+        bounds = cut[:n_chunks, :2].tolist()
+        results = [None] * n_chunks
+        chunks = iter(range(n_chunks))  # next() on a range iterator is atomic under the GIL
 
         def work():
             for i in chunks:
-                lo, hi = int(bounds[i]), int(bounds[i + 1])
+                lo, hi = bounds[i]
                 results[i] = self.encode_docs(buf, doc_starts[lo:hi], doc_ends[lo:hi], parse_special)
 
         pool = thread_pool(threads - 1)
@@ -256,8 +256,8 @@ class FusedPath:
         for helper in helpers:
             helper.result()  # re-raises a helper's exception
         base = 0
-        for i, (ids, ends) in enumerate(results):
-            offsets[bounds[i] + 1:bounds[i + 1] + 1] = ends + base
+        for (lo, hi), (ids, ends) in zip(bounds, results):
+            offsets[lo + 1:hi + 1] = ends + base
             base += ids.shape[0]
         return np.concatenate([r[0] for r in results]), offsets
 
