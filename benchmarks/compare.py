@@ -19,18 +19,18 @@ tokenizer.json of a tiktoken encoding exists) is timed in each mode its API offe
   per process): its ``batch/1`` and ``flat/1`` run in a child process pinned to one thread, which
   times each call itself (:mod:`benchmarks._child`; moving texts and ids is never timed).
 
-Each repetition times every (library, mode) on a new slice of the corpus that no library has
-seen (one untimed warm-up slice first), engines interleaved within the repetition (tokjit,
-reference, peers, then the next repetition), so a cache of whole inputs or long pieces cannot turn
-later repetitions into lookups; every run gets new str objects of its texts (CPython caches a str's
-UTF-8 once a library asks for it, PyO3's ``to_str`` does, and the next library would read it free); medians are reported as MB/s of UTF-8 input. After each
-repetition, outside the timed region, every output is compared with the reference's per-call ids
-of the same lines: a mode that differs is shown with ``!`` and its number of differing lines, and
-is never counted as "best". A library that is not installed or cannot load the tokenizer is
-printed with the reason. ``*`` marks a 1-thread mode whose process CPU time exceeded 1.3x its
-wall time (the library used more threads than asked). On a shared machine a long call is
-preempted more often than a short one, so besides wall-clock MB/s the summary gives the 1-thread
-ratio by CPU time too.
+Each repetition times every (library, mode) on a new slice of the corpus that no library has seen
+(one untimed warm-up slice first), engines interleaved within the repetition (tokjit, reference,
+peers, then the next repetition), so a cache of whole inputs or long pieces cannot turn later
+repetitions into lookups; every run gets new str objects of its texts (CPython caches a str's UTF-8
+once a library asks for it, PyO3's ``to_str`` does, and the next library would read it free);
+medians are reported as MB/s of UTF-8 input. After each repetition, outside the timed region, every
+output is compared with the reference's per-call ids of the same lines: a mode that differs is shown
+with ``!`` and its number of differing lines, and is never counted as "best". A library that is not
+installed or cannot load the tokenizer is printed with the reason. ``*`` marks a 1-thread mode whose
+process CPU time exceeded 1.3x its wall time (the library used more threads than asked). On a shared
+machine a long call is preempted more often than a short one, so besides wall-clock MB/s the summary
+gives the 1-thread ratio by CPU time too.
 
 Then per tokenizer: median latency of one call (microseconds) on "Hi", on ~60-character English
 sentences and on 5 KB English documents (pools of distinct texts, each timed once per library; ids

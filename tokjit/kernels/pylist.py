@@ -1,11 +1,12 @@
 """Python lists of ids, built by a kernel from a table of shared ints.
 
-``encode_batch`` returns one list of ints per text (and ``encode`` one, built here from 24 ids on). From Python, ``memoryview.tolist()`` creates a new
-int object per id: ~35 ns per id once the outputs are kept (a dataset being built), as the allocator
-keeps taking fresh memory; 100 KB of English lines is 23K ids, ~0.8 ms, as long as encoding them.
-This kernel creates each list with ``PyList_New`` and fills it with ints from a table holding one int
-per id (an object array, :meth:`tokjit.fused.driver.FusedPath.int_table`), each taken with
-``Py_IncRef``, then puts it into the caller's outer list with ``PyList_SetItem``: no int is created.
+``encode_batch`` returns one list of ints per text (and ``encode`` one, built here from 24 ids on).
+From Python, ``memoryview.tolist()`` creates a new int object per id: ~35 ns per id once the outputs
+are kept (a dataset being built), as the allocator keeps taking fresh memory; 100 KB of English
+lines is 23K ids, ~0.8 ms, as long as encoding them. This kernel creates each list with
+``PyList_New`` and fills it with ints from a table holding one int per id (an object array,
+:meth:`tokjit.fused.driver.FusedPath.int_table`), each taken with ``Py_IncRef``, then puts it into
+the caller's outer list with ``PyList_SetItem``: no int is created.
 
 The C functions are called through their addresses (``ctypes``) passed in an array, and the list's
 item array is found at the offset :mod:`tokjit.kernels.pystr` learned and checked. The kernel holds
