@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from tokjit.kernels.atoms import atom_at, maybe_unreachable
 from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_home, pair_key, pair_value
@@ -192,18 +193,18 @@ def _emit_one(buf, s, e, sid, byte_fallback, fuse_unk, unk_id, byte_ids, last_wa
     return n_out, last_was_unk
 
 
+# The heap of long pieces is 4-ary: half the levels of a binary heap, and a node's children are 32
+# contiguous bytes, so on a piece whose heap outgrows the caches a sift touches half the lines.
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _heap_push(heap, size, key):
     i = size
-    heap[i] = key
     while i > 0:
-        parent = (i - 1) >> 1
-        if heap[parent] <= heap[i]:
+        parent = (i - 1) >> 2
+        if heap[parent] <= key:
             break
-        tmp = heap[parent]
-        heap[parent] = heap[i]
-        heap[i] = tmp
+        heap[i] = heap[parent]
         i = parent
+    heap[i] = key
     return size + 1
 
 
@@ -211,22 +212,363 @@ def _heap_push(heap, size, key):
 def _heap_pop(heap, size):
     top = heap[0]
     size -= 1
-    heap[0] = heap[size]
+    key = heap[size]
     i = 0
     while True:
-        left = 2 * i + 1
-        if left >= size:
+        first = 4 * i + 1
+        if first >= size:
             break
-        child = left
-        if left + 1 < size and heap[left + 1] < heap[left]:
-            child = left + 1
-        if heap[i] <= heap[child]:
+        child = first
+        best = heap[first]
+        last = min(first + 4, size)
+        for c in range(first + 1, last):
+            if heap[c] < best:
+                best = heap[c]
+                child = c
+        if key <= best:
             break
-        tmp = heap[child]
-        heap[child] = heap[i]
-        heap[i] = tmp
+        heap[i] = best
         i = child
+    heap[i] = key
     return top, size
+
+
+# A long piece's symbols for the heap path: one record of LINK_WORDS int32 per symbol, four to a cache
+# line, so that a merge popped at a random position touches one or two lines instead of one per array
+# (past ~200K symbols the workspace outgrows the caches and every line touched is a miss). A symbol's
+# start never moves (a merge keeps the left symbol) and stays in ``ws_start``; its end is its next
+# symbol's start; its previous symbol is the first live record to its left, past the ones merged into
+# that symbol (fewer than the longest token's length).
+LINK_WORDS = 4
+L_ID = 0  # token of the symbol (-1: none)
+L_RANK = 1  # rank of the pair (symbol, next symbol); NO_RANK when it does not merge, -1 once merged away
+L_MERGED = 2  # the id that pair merges into
+L_NEXT = 3  # -1 for the last symbol
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _prefetch_around(links, k, m):
+    """Start fetching the records of symbol ``k`` and of its first neighbours, which a merge at ``k``
+    reads (they are further away once their own neighbours merged, but most pairs merge early)."""
+    prefetch_at(links, k * LINK_WORDS)
+    if k > 0:
+        prefetch_at(links, (k - 1) * LINK_WORDS)
+    if k + 1 < m:
+        prefetch_at(links, (k + 1) * LINK_WORDS)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _init_link(links, k, m, ws_id):
+    """The record of initial symbol ``k`` of ``m``."""
+    rk = k * LINK_WORDS
+    links[rk + L_ID] = ws_id[k]
+    links[rk + L_RANK] = NO_RANK
+    links[rk + L_NEXT] = k + 1 if k + 1 < m else -1
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _link_end(links, ws_start, k, piece_end):
+    """End of symbol ``k``: its next symbol's start."""
+    nk = links[k * LINK_WORDS + L_NEXT]
+    return ws_start[nk] if nk >= 0 else piece_end
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _link_pair(buf, ws_start, piece_end, links, a, by_bytes, tok_blob, tok_offsets, tok_table, merge_rank,
+               pair_table, pair_cache, max_token_len):
+    """Rank and merged id of the pair (symbol ``a``, its next symbol), stored in ``a``'s record."""
+    ra = a * LINK_WORDS
+    b = links[ra + L_NEXT]
+    s_left = np.int64(0)
+    e_right = np.int64(0)
+    if by_bytes:  # the spans only matter to a merge rule that looks the bytes up
+        s_left = ws_start[a]
+        e_right = _link_end(links, ws_start, b, piece_end)
+    r, mid = _pair_rank(buf, s_left, links[ra + L_ID], e_right, links[b * LINK_WORDS + L_ID],
+                        by_bytes, tok_blob, tok_offsets, tok_table, merge_rank, pair_table, pair_cache,
+                        max_token_len)
+    links[ra + L_RANK] = r
+    links[ra + L_MERGED] = mid
+    return r, mid
+
+
+# Pieces of at least this many symbols keep their candidates in sorted runs and rank buckets (below).
+SORTED_PAIRS_MIN = 4096
+RADIX_BITS = 11
+PAIR_PREFETCH = 16  # entries of a sorted run whose records are fetched ahead
+INSERTION_SORT_MAX = 256
+NO_KEY = np.int64(0x7FFFFFFFFFFFFFFF)
+ALL_BITS = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _radix_sort(keys, tmp, counts, n, low_bit, n_bits):
+    """Sort ``keys[:n]`` stably by their bits ``low_bit .. low_bit + n_bits - 1``: an LSD radix sort,
+    RADIX_BITS a pass, O(n + 2^RADIX_BITS) per pass; ``tmp`` holds n, ``counts`` 2^RADIX_BITS."""
+    src, dst = keys, tmp
+    in_keys = True
+    shift = low_bit
+    n_digits = 1 << RADIX_BITS
+    while shift < low_bit + n_bits:
+        for d in range(n_digits):
+            counts[d] = 0
+        for i in range(n):
+            counts[(src[i] >> shift) & (n_digits - 1)] += 1
+        total = 0
+        for d in range(n_digits):
+            c = counts[d]
+            counts[d] = total
+            total += c
+        for i in range(n):
+            d = (src[i] >> shift) & (n_digits - 1)
+            dst[counts[d]] = src[i]
+            counts[d] += 1
+        src, dst = dst, src
+        in_keys = not in_keys
+        shift += RADIX_BITS
+    if not in_keys:
+        for i in range(n):
+            keys[i] = src[i]
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _bit_length(x):
+    n = 1
+    while (np.int64(1) << n) <= x:
+        n += 1
+    return n
+
+
+# Rank buckets: the candidates a merge creates, by rank, each a list (newest first) of pool entries
+# ``position << 32 | next entry``; the pool grows down from the top of the heap's region while the heap
+# grows up (together they never hold more than the 2m candidates merges create). ``rank_bits`` marks
+# the ranks with a list, one bit per rank, then one bit per word of those, so the next occupied rank
+# is a few word scans away.
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _bucket_push(region, top, n_pool, rank_heads, rank_bits, n_words, r, k):
+    region[top - 1 - n_pool] = (np.int64(k) << 32) | (np.int64(rank_heads[r]) & 0xFFFFFFFF)
+    rank_heads[r] = n_pool
+    w = r >> 6
+    rank_bits[w] |= np.uint64(1) << np.uint64(r & 63)
+    rank_bits[n_words + (w >> 6)] |= np.uint64(1) << np.uint64(w & 63)
+    return n_pool + 1
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _next_bucket(rank_bits, n_words, r):
+    """The smallest rank >= ``r`` with a bucket, else NO_KEY."""
+    w = r >> 6
+    if w >= n_words:
+        return NO_KEY
+    word = rank_bits[w] & (ALL_BITS << np.uint64(r & 63))
+    if word != 0:
+        return (w << 6) | np.int64(trailing_zeros(word))
+    w += 1
+    v = w >> 6
+    n_top = rank_bits.shape[0] - n_words
+    if v >= n_top:
+        return NO_KEY
+    word = rank_bits[n_words + v] & (ALL_BITS << np.uint64(w & 63))
+    while word == 0:
+        v += 1
+        if v >= n_top:
+            return NO_KEY
+        word = rank_bits[n_words + v]
+    w = (v << 6) | np.int64(trailing_zeros(word))
+    return (w << 6) | np.int64(trailing_zeros(rank_bits[w]))
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _open_bucket(region, top, rank_heads, rank_bits, n_words, r, opened, spare, pos_bits):
+    """Empty bucket ``r`` into ``opened`` in position order; returns how many entries it had. A merge
+    pass creates its candidates left to right, so a bucket is often sorted already; else a small one
+    is insertion-sorted, a large one radix-sorted."""
+    w = r >> 6
+    rank_bits[w] &= ~(np.uint64(1) << np.uint64(r & 63))
+    if rank_bits[w] == 0:
+        rank_bits[n_words + (w >> 6)] &= ~(np.uint64(1) << np.uint64(w & 63))
+    i = np.int64(rank_heads[r])
+    rank_heads[r] = -1
+    n = 0
+    while i >= 0:
+        e = region[top - 1 - i]
+        opened[n] = e >> 32
+        n += 1
+        i = e & 0xFFFFFFFF
+        if i == 0xFFFFFFFF:
+            i = -1
+    for j in range(n // 2):  # newest first -> in the order they came
+        t = opened[j]
+        opened[j] = opened[n - 1 - j]
+        opened[n - 1 - j] = t
+    ascending = True
+    for j in range(1, n):
+        if opened[j] < opened[j - 1]:
+            ascending = False
+            break
+    if ascending:
+        return n
+    if n <= INSERTION_SORT_MAX:
+        for j in range(1, n):
+            v = opened[j]
+            t = j - 1
+            while t >= 0 and opened[t] > v:
+                opened[t + 1] = opened[t]
+                t -= 1
+            opened[t + 1] = v
+    else:
+        _radix_sort(opened, spare[:n], spare[n:n + (1 << RADIX_BITS)], n, 0, pos_bits)
+    return n
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _merge_long(buf, m, ws_start, ws_end, ws_id, links, heap, spare, rank_heads, rank_bits, by_bytes, resegment,
+                tok_blob, tok_offsets, tok_table, merge_rank, pair_table, pair_cache, max_token_len, token_flags,
+                rev_left, touched, n_touched):
+    """BPE of a long piece: its ``m`` initial symbols in ``ws_start``/``ws_end``/``ws_id`` are merged
+    lowest rank first, leftmost among equals, over a linked list of :data:`LINK_WORDS` records. The
+    candidates are ``rank << 32 | position`` keys with lazy deletion (an entry whose pair has changed
+    is skipped when it comes up). The surviving symbols are written back to the front of ``ws_*`` in
+    order. Returns ``n_touched << 32 | symbols``.
+
+    Below SORTED_PAIRS_MIN symbols every candidate goes on a 4-ary min-heap (``heap[:3m]``),
+    O(m log m). From there on, so that a 1 MB piece costs ten times a 100 KB one (a heap's log factor
+    and its misses past the caches made it 13-18 times), candidates come from three places and the
+    next is the smallest of their heads: the initial pairs radix-sorted once (``heap[2m:3m]``); rank
+    buckets for the pairs merges create, opened in rank order and sorted by position when opened
+    (``heap[3m:5m]``), which hold any rank above the bucket last opened (in a merge list that is every
+    new pair: a pair's rank is above the ranks that made its parts); and the heap for the others.
+    Sorted runs are read front to back, so the records they check are fetched well ahead. O(m + R/64
+    + sorting) for R ranks. ``spare`` (>= 2m + 2^RADIX_BITS) is the sorts' scratch; ``rank_heads`` (-1
+    filled, one per rank, left so) and ``rank_bits`` (zeros) the buckets; one-element stand-ins keep
+    every created pair on the heap."""
+    hsize = 0
+    sorted_pairs = m >= SORTED_PAIRS_MIN
+    n_words = (rank_heads.shape[0] + 63) >> 6
+    use_buckets = sorted_pairs and rank_heads.shape[0] > 1 and \
+        rank_bits.shape[0] >= n_words + ((n_words + 63) >> 6)
+    top = 2 * m  # the heap grows up from 0, the bucket pool down from here
+    first = heap[2 * m:3 * m]
+    opened = heap[3 * m:5 * m]
+    n_first = 0
+    max_rank = 0
+    piece_end = ws_end[m - 1]
+    _init_link(links, 0, m, ws_id)
+    for k in range(m - 1):
+        # records are filled one ahead of the pair that reads them, in this loop: alone, their loop
+        # compiled to scatter stores, slow on some x86 cores
+        _init_link(links, k + 1, m, ws_id)
+        r, mid = _link_pair(buf, ws_start, piece_end, links, k, by_bytes, tok_blob, tok_offsets, tok_table,
+                            merge_rank, pair_table, pair_cache, max_token_len)
+        if r != NO_RANK:
+            if sorted_pairs:
+                first[n_first] = (np.int64(r) << 32) | k
+                n_first += 1
+                max_rank = max(max_rank, r)
+            else:
+                hsize = _heap_push(heap, hsize, (np.int64(r) << 32) | k)
+            if resegment:
+                n_touched = _note_candidate(mid, ws_end[k] - ws_start[k], token_flags, rev_left, touched, n_touched)
+    if n_first > 0:
+        _radix_sort(first, spare[:n_first], spare[n_first:n_first + (1 << RADIX_BITS)], n_first, 32,
+                    _bit_length(max_rank))
+        for i in range(min(n_first, PAIR_PREFETCH)):
+            _prefetch_around(links, first[i] & 0xFFFFFFFF, m)
+    pos_bits = _bit_length(m)
+    next_first = 0
+    n_pool = 0
+    open_rank = np.int64(-1)
+    n_open = 0
+    cursor = 0
+    next_rank = NO_KEY  # smallest rank with an unopened bucket
+    while True:
+        if not sorted_pairs:
+            if hsize == 0:
+                break
+            key, hsize = _heap_pop(heap, hsize)
+        else:
+            s_key = first[next_first] if next_first < n_first else NO_KEY
+            h_key = heap[0] if hsize > 0 else NO_KEY
+            if cursor >= n_open and next_rank <= (s_key >> 32) and next_rank <= (h_key >> 32):
+                open_rank = next_rank
+                n_open = _open_bucket(heap, top, rank_heads, rank_bits, n_words, open_rank, opened, spare, pos_bits)
+                cursor = 0
+                next_rank = _next_bucket(rank_bits, n_words, open_rank + 1)
+                for i in range(min(n_open, PAIR_PREFETCH)):
+                    _prefetch_around(links, opened[i], m)
+            b_key = (open_rank << 32) | opened[cursor] if cursor < n_open else NO_KEY
+            if s_key <= h_key and s_key <= b_key:
+                if s_key == NO_KEY:
+                    break
+                key = s_key
+                if next_first + PAIR_PREFETCH < n_first:
+                    _prefetch_around(links, first[next_first + PAIR_PREFETCH] & 0xFFFFFFFF, m)
+                next_first += 1
+            elif b_key <= h_key:
+                key = b_key
+                if cursor + PAIR_PREFETCH < n_open:
+                    _prefetch_around(links, opened[cursor + PAIR_PREFETCH], m)
+                cursor += 1
+            else:
+                key, hsize = _heap_pop(heap, hsize)
+                # a stale entry's check is a cache miss on a long piece: fetch the next one's record
+                # while this one is checked or merged
+                if hsize > 0:
+                    _prefetch_around(links, heap[0] & 0xFFFFFFFF, m)
+        k = np.int64(key & 0xFFFFFFFF)
+        rk = k * LINK_WORDS
+        # stale entry: the symbol was merged away (-1) or its pair changed since
+        if links[rk + L_RANK] != (key >> 32):
+            continue
+        nk = links[rk + L_NEXT]
+        rn = nk * LINK_WORDS
+        links[rk + L_ID] = links[rk + L_MERGED]
+        links[rn + L_RANK] = -1
+        nn = links[rn + L_NEXT]
+        links[rk + L_NEXT] = nn
+        # the pair on the left first, as sentencepiece proposes them (matters for rev_left)
+        pk = k - 1
+        while pk >= 0 and links[pk * LINK_WORDS + L_RANK] == -1:
+            pk -= 1
+        if pk >= 0:
+            r3, mid3 = _link_pair(buf, ws_start, piece_end, links, pk, by_bytes, tok_blob, tok_offsets, tok_table,
+                                  merge_rank, pair_table, pair_cache, max_token_len)
+            if r3 != NO_RANK:
+                if use_buckets and r3 > open_rank and r3 < rank_heads.shape[0]:
+                    n_pool = _bucket_push(heap, top, n_pool, rank_heads, rank_bits, n_words, r3, pk)
+                    next_rank = min(next_rank, np.int64(r3))
+                else:
+                    hsize = _heap_push(heap, hsize, (np.int64(r3) << 32) | pk)
+                if resegment:
+                    n_touched = _note_candidate(mid3, ws_start[k] - ws_start[pk], token_flags, rev_left, touched,
+                                                n_touched)
+        if nn >= 0:
+            r2, mid2 = _link_pair(buf, ws_start, piece_end, links, k, by_bytes, tok_blob, tok_offsets, tok_table,
+                                  merge_rank, pair_table, pair_cache, max_token_len)
+            if r2 != NO_RANK:
+                if use_buckets and r2 > open_rank and r2 < rank_heads.shape[0]:
+                    n_pool = _bucket_push(heap, top, n_pool, rank_heads, rank_bits, n_words, r2, k)
+                    next_rank = min(next_rank, np.int64(r2))
+                else:
+                    hsize = _heap_push(heap, hsize, (np.int64(r2) << 32) | k)
+                if resegment:
+                    n_touched = _note_candidate(mid2, ws_start[nn] - ws_start[k], token_flags, rev_left, touched,
+                                                n_touched)
+        else:
+            links[rk + L_RANK] = NO_RANK
+    # the first symbol is never merged away (a merge keeps its left symbol); n <= k, and the starts
+    # read ahead (ws_start[next]) are past k, not yet overwritten
+    n = 0
+    k = 0
+    while k >= 0:
+        rk = k * LINK_WORDS
+        nk = links[rk + L_NEXT]
+        ws_start[n] = ws_start[k]
+        ws_end[n] = ws_start[nk] if nk >= 0 else piece_end
+        ws_id[n] = links[rk + L_ID]
+        n += 1
+        k = nk
+    return (np.int64(n_touched) << 32) | n
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -240,9 +582,10 @@ def bpe_encode(vocab, scratch, buf, piece_starts, piece_ends, first_piece, n_pie
     Algorithm: optional whole-piece lookup, then repeatedly merge the adjacent pair of lowest rank,
     leftmost first (tiktoken ``byte_pair_encode``, HF ``BPE::merge_word``, sentencepiece
     ``bpe_model.cc`` all agree on this order). Short pieces use an O(m^2) scan over a compact
-    array; long pieces a lazy-deletion binary heap over a linked list, O(m log m).
+    array; long pieces a lazy-deletion heap over a linked list, O(m log m) (:func:`_merge_long`).
     Writes ids and the byte span each id covers into ``out_*`` (capacity >= total piece bytes),
-    using the scratch workspaces (capacity >= longest piece, heap >= 3x that).
+    using the scratch workspaces (capacity >= longest piece, heap >= 5x that, stack >= 2x that +
+    2^RADIX_BITS, links LINK_WORDS x).
 
     With ``FLAG_RESEGMENT_UNUSED`` (sentencepiece ``bpe_model.cc``): merge candidates are proposed in
     sentencepiece's order (all bigrams left to right, then after each merge the pair to the left of the
@@ -277,8 +620,9 @@ def vocab_scalars(vocab):
 def scratch_tables(scratch):
     """The arrays of a BPE_SCRATCH in the order :func:`bpe_core` reads them (its pair cache last)."""
     return (borrow(scratch, "start"), borrow(scratch, "end"), borrow(scratch, "id"), borrow(scratch, "rank"),
-            borrow(scratch, "prev"), borrow(scratch, "next"), borrow(scratch, "heap"), borrow(scratch, "stack"),
-            borrow(scratch, "rev_left"), borrow(scratch, "touched"), borrow(borrow(scratch, "cache"), "pairs"))
+            borrow(scratch, "links"), borrow(scratch, "heap"), borrow(scratch, "stack"),
+            borrow(scratch, "rev_left"), borrow(scratch, "touched"), borrow(scratch, "rank_heads"),
+            borrow(scratch, "rank_bits"), borrow(borrow(scratch, "cache"), "pairs"))
 
 
 # Compiled without numba's reference counting: it reads arrays its caller keeps alive and allocates
@@ -297,7 +641,7 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
         edge_bits, pair_rows = vocab_tables(vocab)
     pair_table = (pair_slots, pair_rows)
     flags, unk_id, max_token_len = scalars
-    ws_start, ws_end, ws_id, ws_rank, ws_prev, ws_next, heap, stack, rev_left, touched, pair_cache = \
+    ws_start, ws_end, ws_id, ws_rank, links, heap, stack, rev_left, touched, rank_heads, rank_bits, pair_cache = \
         scratch_tables(scratch)
     byte_symbols = (flags & FLAG_BYTE_SYMBOLS) != 0
     whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
@@ -421,73 +765,15 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
                                                     rev_left, touched, n_touched)
             for k in range(m):
                 ws_end[k] = ws_start[k + 1]
-            order_first = 0
-            use_links = False
         else:
-            # linked list + heap path; heap keys are rank << 32 | position
-            for k in range(m):
-                ws_prev[k] = k - 1
-                ws_next[k] = k + 1 if k + 1 < m else -1
-            hsize = 0
-            for k in range(m - 1):
-                r, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[k + 1], ws_id[k + 1], by_bytes,
-                                    tok_blob, tok_offsets, tok_table, merge_rank,
-                                    pair_table, pair_cache, max_token_len)
-                ws_rank[k] = r
-                if r != NO_RANK:
-                    hsize = _heap_push(heap, hsize, (np.int64(r) << 32) | k)
-                    if resegment:
-                        n_touched = _note_candidate(mid, ws_end[k] - ws_start[k], token_flags, rev_left,
-                                                    touched, n_touched)
-            while hsize > 0:
-                key, hsize = _heap_pop(heap, hsize)
-                k = np.int64(key & 0xFFFFFFFF)
-                r = np.int64(key >> 32)
-                # stale entries: symbol merged away (ws_end == -1), or its pair changed rank
-                if ws_end[k] < 0 or ws_next[k] < 0 or ws_rank[k] != r:
-                    continue
-                nk = ws_next[k]
-                _, mid = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[nk], ws_id[nk], by_bytes,
-                                    tok_blob, tok_offsets, tok_table, merge_rank,
-                                    pair_table, pair_cache, max_token_len)
-                ws_id[k] = mid
-                ws_end[k] = ws_end[nk]
-                ws_end[nk] = -1
-                nn = ws_next[nk]
-                ws_next[k] = nn
-                if nn >= 0:
-                    ws_prev[nn] = k
-                # the pair on the left first, as sentencepiece proposes them (matters for rev_left)
-                pk = ws_prev[k]
-                if pk >= 0:
-                    r3, mid3 = _pair_rank(buf, ws_start[pk], ws_id[pk], ws_end[k], ws_id[k], by_bytes,
-                                          tok_blob, tok_offsets, tok_table, merge_rank,
-                                          pair_table, pair_cache, max_token_len)
-                    ws_rank[pk] = r3
-                    if r3 != NO_RANK:
-                        hsize = _heap_push(heap, hsize, (np.int64(r3) << 32) | pk)
-                        if resegment:
-                            n_touched = _note_candidate(mid3, ws_end[pk] - ws_start[pk], token_flags,
-                                                        rev_left, touched, n_touched)
-                if nn >= 0:
-                    r2, mid2 = _pair_rank(buf, ws_start[k], ws_id[k], ws_end[nn], ws_id[nn], by_bytes,
-                                          tok_blob, tok_offsets, tok_table, merge_rank,
-                                          pair_table, pair_cache, max_token_len)
-                    ws_rank[k] = r2
-                    if r2 != NO_RANK:
-                        hsize = _heap_push(heap, hsize, (np.int64(r2) << 32) | k)
-                        if resegment:
-                            n_touched = _note_candidate(mid2, ws_end[k] - ws_start[k], token_flags,
-                                                        rev_left, touched, n_touched)
-                else:
-                    ws_rank[k] = NO_RANK
-            order_first = 0
-            use_links = True
+            m = _merge_long(buf, m, ws_start, ws_end, ws_id, links, heap, stack, rank_heads, rank_bits, by_bytes,
+                            resegment, tok_blob, tok_offsets, tok_table, merge_rank, pair_table, pair_cache,
+                            max_token_len, token_flags, rev_left, touched, n_touched)
+            n_touched = m >> 32
+            m &= 0xFFFFFFFF
         # emit
-        k = order_first
-        count = 0
         last_was_unk = False
-        while (use_links and k >= 0) or ((not use_links) and k < m):
+        for k in range(m):
             sid = ws_id[k]
             if resegment and sid >= 0 and (token_flags[sid] & TOKEN_UNUSED) != 0:
                 # sentencepiece `resegment`: split an UNUSED piece by its recorded proposal, recursively
@@ -516,11 +802,6 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
                 n_out, last_was_unk = _emit_one(buf, ws_start[k], ws_end[k], sid, byte_fallback, fuse_unk,
                                                 unk_id, byte_ids, last_was_unk, out_ids, out_starts,
                                                 out_ends, n_out)
-            count += 1
-            if use_links:
-                k = ws_next[k]
-            else:
-                k += 1
     for t in range(n_touched):
         rev_left[touched[t]] = -1
     return n_out

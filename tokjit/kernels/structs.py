@@ -303,8 +303,9 @@ def copy_piece_cache(arrays: tuple) -> tuple:
 # per-thread BPE scratch: merge workspace + piece and pair caches
 
 BPEScratchType, BPEScratch, BPE_SCRATCH = _declare("BPEScratch", [
-    ("start", _I64), ("end", _I64), ("id", _I32), ("rank", _I64), ("prev", _I64), ("next", _I64),
-    ("heap", _I64), ("stack", _I64), ("rev_left", _I32), ("touched", _I64), ("cache", PIECE_CACHE),
+    ("start", _I64), ("end", _I64), ("id", _I32), ("rank", _I64), ("links", _I32),
+    ("heap", _I64), ("stack", _I64), ("rev_left", _I32), ("touched", _I64), ("rank_heads", _I32),
+    ("rank_bits", _U64), ("cache", PIECE_CACHE),
 ])
 
 
@@ -317,21 +318,24 @@ def _new_bpe_scratch(fields):
     s.end = fields[1]
     s.id = fields[2]
     s.rank = fields[3]
-    s.prev = fields[4]
-    s.next = fields[5]
-    s.heap = fields[6]
-    s.stack = fields[7]
-    s.rev_left = fields[8]
-    s.touched = fields[9]
-    s.cache = fields[10]
+    s.links = fields[4]
+    s.heap = fields[5]
+    s.stack = fields[6]
+    s.rev_left = fields[7]
+    s.touched = fields[8]
+    s.rank_heads = fields[9]
+    s.rank_bits = fields[10]
+    s.cache = fields[11]
     return s
 
 
-def make_bpe_scratch(workspace, rev_left, touched, cache: PieceCache) -> BPEScratch:
-    """From a :class:`tokjit.models.bpe.Workspace`, the per-id ``rev_left``, ``touched`` and a piece cache."""
+def make_bpe_scratch(workspace, n_ranks: int, rev_left, touched, cache: PieceCache) -> BPEScratch:
+    """From a :class:`tokjit.models.bpe.Workspace`, the model's number of merge ranks, the per-id
+    ``rev_left``, ``touched`` and a piece cache."""
     w = workspace
-    return _new_bpe_scratch((w.start, w.end, w.id, w.rank, w.prev, w.next, w.heap, w.stack, rev_left, touched,
-                             cache))
+    heads, bits = w.rank_buckets(n_ranks)
+    return _new_bpe_scratch((w.start, w.end, w.id, w.rank, w.links, w.heap, w.stack, rev_left, touched, heads,
+                             bits, cache))
 
 
 # -------------------------------------------------------------------------------------------------

@@ -51,8 +51,11 @@ class Workspace:
         self.rank = np.empty(cap, np.int64)
         self.prev = np.empty(cap, np.int64)
         self.next = np.empty(cap, np.int64)
-        self.heap = np.empty(3 * cap + 16, np.int64)
-        self.stack = np.empty(2 * cap + 4, np.int64)
+        self.links = np.empty(bpe_kernel.LINK_WORDS * cap, np.int32)
+        # a long piece's candidates (bpe_kernel._merge_long): heap and bucket entries, sorted first pairs,
+        # the bucket being read; the stack also sorts them (radix counts)
+        self.heap = np.empty(5 * cap + 16, np.int64)
+        self.stack = np.empty(2 * cap + 4 + (1 << bpe_kernel.RADIX_BITS), np.int64)
         self.cap = cap
 
     def rev_left(self, n: int) -> np.ndarray:
@@ -61,6 +64,19 @@ class Workspace:
         if arr is None or arr.shape[0] != n:
             arr = self._rev_left = np.full(n, -1, np.int32)
         return arr
+
+    def rank_buckets(self, n_ranks: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per-rank list heads (-1 filled between calls) and their occupancy bits, for the candidates of
+        pieces of ``bpe_kernel.SORTED_PAIRS_MIN`` symbols or more; one-element stand-ins while the
+        buffers cannot hold such a piece (the kernel then keeps every candidate on its heap)."""
+        if self.cap < bpe_kernel.SORTED_PAIRS_MIN:
+            n_ranks = 1
+        arr = getattr(self, "_rank_heads", None)
+        if arr is None or arr.shape[0] != n_ranks:
+            self._rank_heads = np.full(n_ranks, -1, np.int32)
+            n_words = (n_ranks + 63) // 64
+            self._rank_bits = np.zeros(n_words + (n_words + 63) // 64, np.uint64)
+        return self._rank_heads, self._rank_bits
 
     def touched(self, n: int) -> np.ndarray:
         """Per-thread list of the ids whose ``rev_left`` the BPE kernel must reset (capacity ``n``)."""
@@ -75,7 +91,7 @@ class Workspace:
         key = (self.cap, model)
         old = getattr(self, "_scratch_key", None)
         if old is None or old[0] != key[0] or old[1] is not model:
-            self._scratch = structs.make_bpe_scratch(self, self.rev_left(model.token_flags.shape[0]),
+            self._scratch = structs.make_bpe_scratch(self, model.n_ranks, self.rev_left(model.token_flags.shape[0]),
                                                      self.touched(model.touched.shape[0]), _no_piece_cache())
             self._scratch_key = key
         return self._scratch
@@ -139,6 +155,8 @@ class BPEModel:
                 self.pairs = pairs
         else:
             raise UnsupportedComponentError(f"BPE merge rule {rule!r}")
+        # ranks are below this: merge indices, token ids, or score orders (the long-piece buckets)
+        self.n_ranks = max(n, len(merges) if rule == "pairs" else 0, 1)
         types = np.asarray(spec.token_types)
         self.token_flags = np.zeros(1, np.uint8)
         # only its size is used: the kernel writes a per-thread copy (Workspace.touched, BPEScratch)
