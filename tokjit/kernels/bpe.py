@@ -422,9 +422,7 @@ def _open_bucket(region, top, rank_heads, rank_bits, n_words, r, opened, spare, 
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _merge_long(buf, m, ws_start, ws_end, ws_id, links, heap, spare, rank_heads, rank_bits, by_bytes, resegment,
-                tok_blob, tok_offsets, tok_table, merge_rank, pair_table, pair_cache, max_token_len, token_flags,
-                rev_left, touched, n_touched):
+def _merge_long(buf, m, symbols, queues, rule, tables, unused, n_touched):
     """BPE of a long piece: its ``m`` initial symbols in ``ws_start``/``ws_end``/``ws_id`` are merged
     lowest rank first, leftmost among equals, over a linked list of :data:`LINK_WORDS` records. The
     candidates are ``rank << 32 | position`` keys with lazy deletion (an entry whose pair has changed
@@ -441,7 +439,17 @@ def _merge_long(buf, m, ws_start, ws_end, ws_id, links, heap, spare, rank_heads,
     Sorted runs are read front to back, so the records they check are fetched well ahead. O(m + R/64
     + sorting) for R ranks. ``spare`` (>= 2m + 2^RADIX_BITS) is the sorts' scratch; ``rank_heads`` (-1
     filled, one per rank, left so) and ``rank_bits`` (zeros) the buckets; one-element stand-ins keep
-    every created pair on the heap."""
+    every created pair on the heap.
+
+    Grouped arguments: ``symbols`` (ws_start, ws_end, ws_id), ``queues`` (links, heap, spare, rank_heads,
+    rank_bits), ``rule`` (by_bytes, resegment, max_token_len), ``tables`` (the vocabulary's blob,
+    offsets, table, merge_rank, the pair table and the pair cache), ``unused`` (token_flags, rev_left,
+    touched: UNUSED-piece bookkeeping)."""
+    ws_start, ws_end, ws_id = symbols
+    links, heap, spare, rank_heads, rank_bits = queues
+    by_bytes, resegment, max_token_len = rule
+    tok_blob, tok_offsets, tok_table, merge_rank, pair_table, pair_cache = tables
+    token_flags, rev_left, touched = unused
     hsize = 0
     sorted_pairs = m >= SORTED_PAIRS_MIN
     n_words = (rank_heads.shape[0] + 63) >> 6
@@ -766,9 +774,10 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
             for k in range(m):
                 ws_end[k] = ws_start[k + 1]
         else:
-            m = _merge_long(buf, m, ws_start, ws_end, ws_id, links, heap, stack, rank_heads, rank_bits, by_bytes,
-                            resegment, tok_blob, tok_offsets, tok_table, merge_rank, pair_table, pair_cache,
-                            max_token_len, token_flags, rev_left, touched, n_touched)
+            m = _merge_long(buf, m, (ws_start, ws_end, ws_id), (links, heap, stack, rank_heads, rank_bits),
+                            (by_bytes, resegment, max_token_len),
+                            (tok_blob, tok_offsets, tok_table, merge_rank, pair_table, pair_cache),
+                            (token_flags, rev_left, touched), n_touched)
             n_touched = m >> 32
             m &= 0xFFFFFFFF
         # emit
