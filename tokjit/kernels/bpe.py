@@ -422,6 +422,32 @@ def _open_bucket(region, top, rank_heads, rank_bits, n_words, r, opened, spare, 
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _propose(buf, a, left_len, piece_end, top, use_buckets, open_rank, symbols, queues, rule, tables, unused, counts):
+    """Rank the pair (symbol ``a``, its next symbol) after a merge changed it and queue it: in its rank's
+    bucket when that rank is above the bucket last opened, else on the heap (:func:`_merge_long`; the
+    bucket pool grows down from ``top``). ``counts`` (heap size, bucket entries, smallest unopened rank,
+    n_touched) come back updated."""
+    ws_start = symbols[0]
+    links, heap, _, rank_heads, rank_bits = queues
+    by_bytes, resegment, max_token_len = rule
+    tok_blob, tok_offsets, tok_table, merge_rank, pair_table, pair_cache = tables
+    token_flags, rev_left, touched = unused
+    hsize, n_pool, next_rank, n_touched = counts
+    r, mid = _link_pair(buf, ws_start, piece_end, links, a, by_bytes, tok_blob, tok_offsets, tok_table, merge_rank,
+                        pair_table, pair_cache, max_token_len)
+    if r != NO_RANK:
+        if use_buckets and r > open_rank and r < rank_heads.shape[0]:
+            n_words = (rank_heads.shape[0] + 63) >> 6
+            n_pool = _bucket_push(heap, top, n_pool, rank_heads, rank_bits, n_words, r, a)
+            next_rank = min(next_rank, np.int64(r))
+        else:
+            hsize = _heap_push(heap, hsize, (np.int64(r) << 32) | a)
+        if resegment:
+            n_touched = _note_candidate(mid, left_len, token_flags, rev_left, touched, n_touched)
+    return hsize, n_pool, next_rank, n_touched
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _merge_long(buf, m, symbols, queues, rule, tables, unused, n_touched):
     """BPE of a long piece: its ``m`` initial symbols in ``ws_start``/``ws_end``/``ws_id`` are merged
     lowest rank first, leftmost among equals, over a linked list of :data:`LINK_WORDS` records. The
@@ -539,29 +565,13 @@ def _merge_long(buf, m, symbols, queues, rule, tables, unused, n_touched):
         while pk >= 0 and links[pk * LINK_WORDS + L_RANK] == -1:
             pk -= 1
         if pk >= 0:
-            r3, mid3 = _link_pair(buf, ws_start, piece_end, links, pk, by_bytes, tok_blob, tok_offsets, tok_table,
-                                  merge_rank, pair_table, pair_cache, max_token_len)
-            if r3 != NO_RANK:
-                if use_buckets and r3 > open_rank and r3 < rank_heads.shape[0]:
-                    n_pool = _bucket_push(heap, top, n_pool, rank_heads, rank_bits, n_words, r3, pk)
-                    next_rank = min(next_rank, np.int64(r3))
-                else:
-                    hsize = _heap_push(heap, hsize, (np.int64(r3) << 32) | pk)
-                if resegment:
-                    n_touched = _note_candidate(mid3, ws_start[k] - ws_start[pk], token_flags, rev_left, touched,
-                                                n_touched)
+            hsize, n_pool, next_rank, n_touched = _propose(
+                buf, pk, ws_start[k] - ws_start[pk], piece_end, top, use_buckets, open_rank, symbols, queues, rule,
+                tables, unused, (hsize, n_pool, next_rank, n_touched))
         if nn >= 0:
-            r2, mid2 = _link_pair(buf, ws_start, piece_end, links, k, by_bytes, tok_blob, tok_offsets, tok_table,
-                                  merge_rank, pair_table, pair_cache, max_token_len)
-            if r2 != NO_RANK:
-                if use_buckets and r2 > open_rank and r2 < rank_heads.shape[0]:
-                    n_pool = _bucket_push(heap, top, n_pool, rank_heads, rank_bits, n_words, r2, k)
-                    next_rank = min(next_rank, np.int64(r2))
-                else:
-                    hsize = _heap_push(heap, hsize, (np.int64(r2) << 32) | k)
-                if resegment:
-                    n_touched = _note_candidate(mid2, ws_start[nn] - ws_start[k], token_flags, rev_left, touched,
-                                                n_touched)
+            hsize, n_pool, next_rank, n_touched = _propose(
+                buf, k, ws_start[nn] - ws_start[k], piece_end, top, use_buckets, open_rank, symbols, queues, rule,
+                tables, unused, (hsize, n_pool, next_rank, n_touched))
         else:
             links[rk + L_RANK] = NO_RANK
     # the first symbol is never merged away (a merge keeps its left symbol); n <= k, and the starts
