@@ -62,3 +62,30 @@ def test_load_two_words_is_the_first_16_bytes_zero_padded():
                 head = bytes(buf[i:i + min(n, 16)])
                 want = (int.from_bytes(head[:8], "little"), int.from_bytes(head[8:16], "little"))
                 assert tuple(int(w) for w in _load_two(buf, i, n)) == want, (size, i, n)
+
+
+def test_call_at_reaches_a_compiled_function_with_a_view_of_the_caller_bytes():
+    """``call_at`` calls a ``numba.cfunc`` by address (how BPE reaches its long-piece merge, compiled
+    once); the callee sees the caller's array through ``data_address`` / ``bytes_at``, without a copy."""
+    from numba import cfunc, types
+
+    from tokjit.kernels.memops import bytes_at, call_at, data_address
+
+    def weighted_sum(address, n, scale):
+        view = bytes_at(address, n)
+        view[0] = 7  # written through: the same memory
+        total = 0
+        for i in range(view.shape[0]):
+            total += (i + 1) * np.int64(view[i])
+        return total * scale
+
+    native = cfunc(types.int64(types.int64, types.int64, types.int64), _nrt=False)(weighted_sum)
+
+    @njit
+    def caller(fn, buf, scale):
+        return call_at(fn, (data_address(buf), np.int64(buf.shape[0]), np.int64(scale)))
+
+    buf = np.frombuffer(bytes(range(1, 200)), np.uint8).copy()
+    want = 3 * sum((i + 1) * (7 if i == 0 else int(b)) for i, b in enumerate(buf.tolist()))
+    assert caller(native.address, buf, 3) == want
+    assert buf[0] == 7

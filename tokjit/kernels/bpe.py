@@ -13,13 +13,13 @@ One kernel serves every BPE flavour; the flavour is a few flag bits fixed when t
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import cfunc, njit, types
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from tokjit.kernels.atoms import atom_at, maybe_unreachable
 from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_home, pair_key, pair_value
-from tokjit.kernels.memops import prefetch_at
-from tokjit.kernels.structs import borrow
+from tokjit.kernels.memops import bytes_at, call_at, data_address, prefetch_at
+from tokjit.kernels.structs import BPE_SCRATCH, BPE_VOCAB, borrow, struct_address, struct_at
 from tokjit.kernels.utf8 import decode_bmp, put_utf8
 
 NO_RANK = 2147483647
@@ -448,15 +448,15 @@ def _propose(buf, a, left_len, piece_end, top, use_buckets, open_rank, symbols, 
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _merge_long(buf, m, symbols, queues, rule, tables, unused, n_touched):
+def _merge_long(buf, m, symbols, queues, rule, tables, unused, n_touched, sorted_pairs):
     """BPE of a long piece: its ``m`` initial symbols in ``ws_start``/``ws_end``/``ws_id`` are merged
     lowest rank first, leftmost among equals, over a linked list of :data:`LINK_WORDS` records. The
     candidates are ``rank << 32 | position`` keys with lazy deletion (an entry whose pair has changed
     is skipped when it comes up). The surviving symbols are written back to the front of ``ws_*`` in
     order. Returns ``n_touched << 32 | symbols``.
 
-    Below SORTED_PAIRS_MIN symbols every candidate goes on a 4-ary min-heap (``heap[:3m]``),
-    O(m log m). From there on, so that a 1 MB piece costs ten times a 100 KB one (a heap's log factor
+    Without ``sorted_pairs`` (below SORTED_PAIRS_MIN symbols) every candidate goes on a 4-ary min-heap
+    (``heap[:3m]``), O(m log m). With it, so that a 1 MB piece costs ten times a 100 KB one (a heap's log factor
     and its misses past the caches made it 13-18 times), candidates come from three places and the
     next is the smallest of their heads: the initial pairs radix-sorted once (``heap[2m:3m]``); rank
     buckets for the pairs merges create, opened in rank order and sorted by position when opened
@@ -477,7 +477,6 @@ def _merge_long(buf, m, symbols, queues, rule, tables, unused, n_touched):
     tok_blob, tok_offsets, tok_table, merge_rank, pair_table, pair_cache = tables
     token_flags, rev_left, touched = unused
     hsize = 0
-    sorted_pairs = m >= SORTED_PAIRS_MIN
     n_words = (rank_heads.shape[0] + 63) >> 6
     use_buckets = sorted_pairs and rank_heads.shape[0] > 1 and \
         rank_bits.shape[0] >= n_words + ((n_words + 63) >> 6)
@@ -587,6 +586,36 @@ def _merge_long(buf, m, symbols, queues, rule, tables, unused, n_touched):
         n += 1
         k = nk
     return (np.int64(n_touched) << 32) | n
+
+
+def _merge_long_native(vocab_address, scratch_address, buf_address, buf_len, m, flags, max_token_len, n_touched):
+    """:func:`_merge_long` for :func:`bpe_core`, compiled once as a C function (:func:`merge_long_address`)
+    and called through its address (``BPE_VOCAB.merge_long_fn``): inlined, the long-piece code was
+    compiled again into every kernel that calls bpe_core, and o200k's cold start (a first encode with an
+    empty numba cache) measured 32.5 s; this way 29-30 s (26 s before this code existed). One call per
+    piece of more than SCAN_LIMIT symbols."""
+    vocab = struct_at(vocab_address, BPE_VOCAB)
+    scratch = struct_at(scratch_address, BPE_SCRATCH)
+    buf = bytes_at(buf_address, buf_len)
+    tok_blob, tok_offsets, tok_table, _, merge_rank, pair_slots, token_flags, _, _, _, pair_rows = vocab_tables(vocab)
+    ws_start, ws_end, ws_id, _, links, heap, stack, rev_left, touched, rank_heads, rank_bits, pair_cache = \
+        scratch_tables(scratch)
+    rule = ((flags & FLAG_RANK_BY_BYTES) != 0, (flags & FLAG_RESEGMENT_UNUSED) != 0, max_token_len)
+    return _merge_long(buf, m, (ws_start, ws_end, ws_id), (links, heap, stack, rank_heads, rank_bits), rule,
+                       (tok_blob, tok_offsets, tok_table, merge_rank, (pair_slots, pair_rows), pair_cache),
+                       (token_flags, rev_left, touched), n_touched, m >= SORTED_PAIRS_MIN)
+
+
+_MERGE_LONG_SIGNATURE = types.int64(*([types.int64] * 8))
+_merge_long_cfunc = []
+
+
+def merge_long_address() -> int:
+    """The address of the compiled :func:`_merge_long_native` (compiled, or loaded from numba's cache, on
+    first use)."""
+    if not _merge_long_cfunc:
+        _merge_long_cfunc.append(cfunc(_MERGE_LONG_SIGNATURE, cache=True, _nrt=False)(_merge_long_native))
+    return _merge_long_cfunc[0].address
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -784,10 +813,9 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
             for k in range(m):
                 ws_end[k] = ws_start[k + 1]
         else:
-            m = _merge_long(buf, m, (ws_start, ws_end, ws_id), (links, heap, stack, rank_heads, rank_bits),
-                            (by_bytes, resegment, max_token_len),
-                            (tok_blob, tok_offsets, tok_table, merge_rank, pair_table, pair_cache),
-                            (token_flags, rev_left, touched), n_touched)
+            m = call_at(borrow(vocab, "merge_long_fn"),
+                        (struct_address(vocab), struct_address(scratch), data_address(buf), np.int64(buf.shape[0]),
+                         np.int64(m), np.int64(flags), np.int64(max_token_len), np.int64(n_touched)))
             n_touched = m >> 32
             m &= 0xFFFFFFFF
         # emit

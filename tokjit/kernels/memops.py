@@ -141,6 +141,56 @@ def copy_from_address(typingctx, out, at, address, n):
     return types.void(out, at, address, n), codegen
 
 
+@intrinsic
+def data_address(typingctx, arr):
+    """The address of ``arr``'s first element, as an int64."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.ptrtoint(context.make_array(sig.args[0])(context, builder, args[0]).data, ir.IntType(64))
+
+    return types.int64(arr), codegen
+
+
+@intrinsic
+def bytes_at(typingctx, address, n):
+    """The ``n`` bytes at ``address`` as a uint8 array that owns nothing (the caller keeps the memory
+    alive); ``numba.carray`` does the same but is not available without reference counting."""
+    if not isinstance(address, types.Integer) or not isinstance(n, types.Integer):
+        return None
+    array_type = types.Array(types.uint8, 1, "C")
+
+    def codegen(context, builder, sig, args):
+        from numba.np.arrayobj import populate_array
+        ary = context.make_array(array_type)(context, builder)
+        one = context.get_constant(types.intp, 1)
+        populate_array(ary, data=builder.inttoptr(args[0], _I8.as_pointer()),
+                       shape=cgutils.pack_array(builder, [args[1]]), strides=cgutils.pack_array(builder, [one]),
+                       itemsize=one, meminfo=None)
+        return ary._getvalue()
+
+    return array_type(address, n), codegen
+
+
+@intrinsic
+def call_at(typingctx, function, arguments):
+    """Call the native function at ``function`` (an int64 address) taking the int64s of the tuple
+    ``arguments`` and returning an int64: a kernel compiled apart (``numba.cfunc``) called without
+    its code being linked into, and compiled again with, every caller."""
+    if not isinstance(function, types.Integer) or not isinstance(arguments, types.UniTuple) \
+            or arguments.dtype != types.int64:
+        return None
+    n = arguments.count
+
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64)] * n)
+        values = [builder.extract_value(args[1], i) for i in range(n)]
+        return builder.call(builder.inttoptr(args[0], fnty.as_pointer()), values)
+
+    return types.int64(function, arguments), codegen
+
+
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def load_word(buf, i, n):
     """The ``n`` (0..8) bytes ``buf[i:i + n]`` as a uint64, byte ``i`` lowest, higher bytes zero.

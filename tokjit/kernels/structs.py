@@ -77,6 +77,9 @@ def _meminfo_address(typingctx, struct):
     return types.int64(struct), codegen
 
 
+struct_address = _meminfo_address  # in a kernel: what struct_at takes back
+
+
 @njit(cache=True)
 def _address(struct):
     return _meminfo_address(struct)
@@ -209,7 +212,7 @@ BPEVocabType, BPEVocab, BPE_VOCAB = _declare("BPEVocab", [
     ("blob", _U8), ("offsets", _I64), ("table", _I32), ("byte_ids", _I32), ("merge_rank", _I64),
     ("pair_slots", _I64), ("flags", types.int64), ("unk_id", types.int64), ("max_len", types.int64),
     ("token_flags", _U8), ("unsafe_prev", _I64), ("atom_ids", _I32), ("edge_bits", _U64), ("pair_bits", _U64),
-    ("unreachable_bits", _U64), ("pair_rows", _I64), ("char_ids", _I32),
+    ("unreachable_bits", _U64), ("pair_rows", _I64), ("char_ids", _I32), ("merge_long_fn", types.int64),
 ])
 
 
@@ -235,10 +238,12 @@ def _new_bpe_vocab(fields):
     s.unreachable_bits = fields[14]
     s.pair_rows = fields[15]
     s.char_ids = fields[16]
+    s.merge_long_fn = fields[17]
     return s
 
 
 def make_bpe_vocab(model) -> BPEVocab:
+    from tokjit.kernels.bpe import merge_long_address
     m, v = model, model.vocab
     return _new_bpe_vocab((_arr(v.blob, np.uint8), _arr(v.offsets, np.int64), _arr(v.table, np.int32),
                            _arr(m.byte_ids, np.int32), _arr(m.merge_rank, np.int64), _arr(m.pairs.slots, np.int64),
@@ -246,7 +251,7 @@ def make_bpe_vocab(model) -> BPEVocab:
                            _arr(m.token_flags, np.uint8), _arr(m.unsafe_prev, np.int64),
                            _arr(m.atom_ids, np.int32), _arr(m.edge_bits, np.uint64), _arr(m.pair_bits, np.uint64),
                            _arr(m.unreachable_bits, np.uint64), _arr(m.pairs.rows, np.int64),
-                           _arr(m.char_ids, np.int32)))
+                           _arr(m.char_ids, np.int32), np.int64(merge_long_address())))
 
 
 # -------------------------------------------------------------------------------------------------
