@@ -242,8 +242,9 @@ def _new_bpe_vocab(fields):
     return s
 
 
-def make_bpe_vocab(model) -> BPEVocab:
-    from tokjit.kernels.bpe import merge_long_address
+def make_bpe_vocab(model, merge_long_fn: int) -> BPEVocab:
+    """A BPE_VOCAB of a :class:`tokjit.models.bpe.BPEModel`, with the address of the long-piece merge
+    (:func:`tokjit.kernels.bpe.merge_long_address`)."""
     m, v = model, model.vocab
     return _new_bpe_vocab((_arr(v.blob, np.uint8), _arr(v.offsets, np.int64), _arr(v.table, np.int32),
                            _arr(m.byte_ids, np.int32), _arr(m.merge_rank, np.int64), _arr(m.pairs.slots, np.int64),
@@ -251,7 +252,7 @@ def make_bpe_vocab(model) -> BPEVocab:
                            _arr(m.token_flags, np.uint8), _arr(m.unsafe_prev, np.int64),
                            _arr(m.atom_ids, np.int32), _arr(m.edge_bits, np.uint64), _arr(m.pair_bits, np.uint64),
                            _arr(m.unreachable_bits, np.uint64), _arr(m.pairs.rows, np.int64),
-                           _arr(m.char_ids, np.int32), np.int64(merge_long_address())))
+                           _arr(m.char_ids, np.int32), np.int64(merge_long_fn)))
 
 
 # -------------------------------------------------------------------------------------------------

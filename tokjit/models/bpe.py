@@ -293,7 +293,7 @@ class BPEModel:
         """The compiled vocabulary as the kernels' :data:`~tokjit.kernels.structs.BPE_VOCAB` (built once)."""
         vocab = self.__dict__.get("_kernel_vocab")
         if vocab is None:
-            vocab = self._kernel_vocab = structs.make_bpe_vocab(self)
+            vocab = self._kernel_vocab = structs.make_bpe_vocab(self, bpe_kernel.merge_long_address())
         return vocab
 
 
