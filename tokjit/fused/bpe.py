@@ -112,8 +112,7 @@ class _BPEThread:
         # (FusedBPE.encode_chunks); a new one starts from the vocabulary's seed
         self.cache, self.cache_arrays = structs.piece_cache_arrays(seed=model.piece_cache_seed()) \
             if cache is None else structs.piece_cache_arrays(arrays=cache[1])
-        self.bpe = structs.make_bpe_scratch(ws, model.n_ranks, ws.rev_left(model.token_flags.shape[0]),
-                                            np.zeros(model.touched.shape[0], np.int64), self.cache)
+        self.bpe = structs.make_bpe_scratch(ws, model, np.zeros(model.touched.shape[0], np.int64), self.cache)
         # indexed by parse_special
         self.sessions = tuple(structs.make_bpe_session(pipe, self.spans, self.bpe) for pipe in pipes)
         self.session_addrs = structs.addresses(self.sessions)  # what the text kernel takes

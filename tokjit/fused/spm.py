@@ -79,8 +79,7 @@ class _SPMThread:
         ws.grow(big)
         self.cache = cache if cache is not None else structs.make_piece_cache()
         # rev_left and touched are written by the BPE kernel: one per thread, never the model's
-        self.bpe = structs.make_bpe_scratch(ws, model.n_ranks, ws.rev_left(model.token_flags.shape[0]),
-                                            np.zeros(model.touched.shape[0], np.int64), self.cache)
+        self.bpe = structs.make_bpe_scratch(ws, model, np.zeros(model.touched.shape[0], np.int64), self.cache)
         self.sessions = tuple(kernel.make_spm_session(pipe, self.spans.struct, self.bpe, self.buffers)
                               for pipe in pipes)
         self.session_addrs = structs.addresses(self.sessions)  # what the text kernel takes

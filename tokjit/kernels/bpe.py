@@ -688,8 +688,8 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
         edge_bits, pair_rows = vocab_tables(vocab)
     pair_table = (pair_slots, pair_rows)
     flags, unk_id, max_token_len = scalars
-    ws_start, ws_end, ws_id, ws_rank, links, heap, stack, rev_left, touched, rank_heads, rank_bits, pair_cache = \
-        scratch_tables(scratch)
+    # (the long-piece arrays are _merge_long_native's)
+    ws_start, ws_end, ws_id, ws_rank, _, _, stack, rev_left, touched, _, _, pair_cache = scratch_tables(scratch)
     byte_symbols = (flags & FLAG_BYTE_SYMBOLS) != 0
     whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
     by_bytes = (flags & FLAG_RANK_BY_BYTES) != 0

@@ -335,13 +335,13 @@ def _new_bpe_scratch(fields):
     return s
 
 
-def make_bpe_scratch(workspace, n_ranks: int, rev_left, touched, cache: PieceCache) -> BPEScratch:
-    """From a :class:`tokjit.models.bpe.Workspace`, the model's number of merge ranks, the per-id
-    ``rev_left``, ``touched`` and a piece cache."""
+def make_bpe_scratch(workspace, model, touched, cache: PieceCache) -> BPEScratch:
+    """From a :class:`tokjit.models.bpe.Workspace` (its per-id ``rev_left`` and per-rank buckets sized
+    for the :class:`tokjit.models.bpe.BPEModel` ``model``), ``touched`` and a piece cache."""
     w = workspace
-    heads, bits = w.rank_buckets(n_ranks)
-    return _new_bpe_scratch((w.start, w.end, w.id, w.rank, w.links, w.heap, w.stack, rev_left, touched, heads,
-                             bits, cache))
+    heads, bits = w.rank_buckets(model.n_ranks)
+    return _new_bpe_scratch((w.start, w.end, w.id, w.rank, w.links, w.heap, w.stack,
+                             w.rev_left(model.token_flags.shape[0]), touched, heads, bits, cache))
 
 
 # -------------------------------------------------------------------------------------------------

@@ -91,8 +91,8 @@ class Workspace:
         key = (self.cap, model)
         old = getattr(self, "_scratch_key", None)
         if old is None or old[0] != key[0] or old[1] is not model:
-            self._scratch = structs.make_bpe_scratch(self, model.n_ranks, self.rev_left(model.token_flags.shape[0]),
-                                                     self.touched(model.touched.shape[0]), _no_piece_cache())
+            self._scratch = structs.make_bpe_scratch(self, model, self.touched(model.touched.shape[0]),
+                                                     _no_piece_cache())
             self._scratch_key = key
         return self._scratch
 
