@@ -35,7 +35,7 @@ def _same(got, want):
 def test_layout_is_learned_on_cpython():
     if sys.implementation.name != "cpython" or getattr(sys, "_is_gil_enabled", lambda: True)() is False:
         pytest.skip("the packer reads CPython's (GIL) str layout only")
-    assert driver._str_layout() is not None  # else every batch silently takes str.encode
+    assert driver.str_layout() is not None  # else every batch silently takes str.encode
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -67,7 +67,7 @@ def test_non_str_items_raise_as_before():
 
 
 def test_kernels_refuse_what_they_cannot_read():
-    layout = driver._str_layout()
+    layout = driver.str_layout()
     if layout is None:
         pytest.skip("no str layout on this interpreter")
     for bad in (["a", Sub("b")], ["a", b"b"], ["a", None]):

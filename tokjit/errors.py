@@ -66,3 +66,8 @@ class TokenIdTypeError(InputError, TypeError):
 
 class CacheError(TokjitError, OSError):
     """The on-disk compiled-vocab cache could not be read or written."""
+
+
+class KernelError(TokjitError, RuntimeError):
+    """A kernel raised where none is expected to: with ``NUMBA_BOUNDSCHECK=1``, an index out of bounds.
+    A bug in tokjit; the text that triggered it reproduces it."""

@@ -21,7 +21,7 @@ from tokjit.kernels.normal_form import normal_form_suspects, quick_check_table
 from tokjit.kernels.split_known import SHAPE_VM
 from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, byte_documents, doc_sizes
-from tokjit.fused.threads import writable_docs
+from tokjit.fused.threads import result_io, writable_docs
 from tokjit.thread_pool import thread_pool
 from tokjit.models.bpe import BPEModel, Workspace
 from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
@@ -93,7 +93,7 @@ class _BPEThread:
         self.out = np.empty(cap + 1, np.int32)
         self.out_view = memoryview(self.out)
         self.doc_out_end = np.zeros(1, np.int64)
-        self.io = np.zeros(4, np.int64)
+        result_io(self)
         self.at_starts = np.empty(cap + 1, np.int64)
         self.at_ends = np.empty(cap + 1, np.int64)
         self.at_ids = np.empty(cap + 1, np.int64)

@@ -15,17 +15,16 @@ from unicodedata import is_normalized
 
 import numpy as np
 
-from tokjit.fused.threads import utf8_bytes
+from tokjit.errors import KernelError
+from tokjit.fused.threads import list_items_offset, str_layout, utf8_bytes
 from tokjit.kernels import fused, pylist, pystr
+from tokjit.kernels.call_result import (IO_TABLE, KERNEL_FAILED, NOT_BUILT, RESULT_ARRAY, RESULT_COUNT, RESULT_LIST,
+                                        attach, delivery_ok)
 from tokjit.thread_pool import thread_pool
 
 
 # An id list at least this long is built from one shared Python int per id (``FusedPath.id_list``)
 BIG_LIST = 1 << 16
-# a single call's list of at least this many ids is built by a kernel from the shared ints
-# (FusedPath._list_maker): its fixed ~0.3 us pays for itself from ~16-24 ids on; from BIG_LIST ids
-# on it replaces id_list (one pass over the ids instead of take() and tolist())
-KERNEL_LIST = 24
 
 
 def doc_sizes(doc_starts: np.ndarray, doc_ends: np.ndarray) -> tuple[int, int, int]:
@@ -75,29 +74,6 @@ class FusedPath:
             self._int_table = table
         return table
 
-    def _list_maker(self):
-        """``make(ids, n)`` -> the list of ``ids[:n]`` (an int32 array) from the shared ints, one kernel
-        call (:func:`~tokjit.kernels.pylist.build_one`; ~0.3 us, then ~4 ns per id against ~10-35
-        for new ints), or None where the interpreter does not allow it."""
-        api = _list_api()
-        if api is None:
-            return None
-        table = self.int_table(self.tok.vocab_size + 1)
-        args = tuple(int(api[i]) for i in (pylist.API_LIST_NEW, pylist.API_SET_ITEM, pylist.API_INCREF,
-                                           pylist.API_ITEMS))
-        table_address, table_len = table.ctypes.data, table.shape[0]
-        entry = kernel_entry(pylist.build_one, *args, 0, np.zeros(1, np.int32), 0, table_address, table_len)
-        tolist = self.id_list
-
-        def make(ids, n):
-            outer = [None]
-            if entry(*args, id(outer), ids, n, table_address, table_len) == 0:
-                return outer[0]
-            return tolist(ids[:n])  # an id past the table (it grows there); the table is kept alive here
-
-        make.table = table
-        return make
-
     def id_lists(self, flat: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
         """One list of ids per text (``flat[offsets[k]:offsets[k + 1]]``): built by a kernel from the
         shared ints of ``int_table`` where the interpreter allows (:mod:`tokjit.kernels.pylist`), else
@@ -137,13 +113,13 @@ class FusedPath:
     def _encode_function(self, general, post_process, metrics, as_array: bool = False):
         """``encode(text, *, add_special_tokens, parse_special)`` over this path; without ``metrics``
         (``encode_list``) it neither counts nor post-processes. The ids come back as a list, or with
-        ``as_array`` as a new int32 array (a copy of the thread's ``out``: a later call reuses it)."""
+        ``as_array`` as a new int32 array, made by the kernel (:mod:`tokjit.kernels.call_result`)
+        where the interpreter allows, else here from the thread's ``out``."""
         path, local, form, big_list = self, self._local, self.form, BIG_LIST
         staged = _int32_array if as_array else _same  # what the ids of the staged fallback become
-        make_list = None  # made on the first list of KERNEL_LIST ids (False where not allowed)
+        kind = RESULT_COUNT if not _delivery_ok() else RESULT_ARRAY if as_array else RESULT_LIST
 
         def encode(text: str, *, add_special_tokens: bool = False, parse_special: bool = False):
-            nonlocal make_list
             if metrics is not None and metrics.ACTIVE is not None:
                 return general(text, add_special_tokens=add_special_tokens, parse_special=parse_special)
             if form is not None and not (type(text) is str and is_normalized(form, text)):
@@ -161,28 +137,24 @@ class FusedPath:
                 st = path._thread()
             entry = path._entry
             if entry is None:
-                entry = path._entry = kernel_entry(path.text_kernel, st.session_addrs[0], data)
-            n = entry(st.session_addrs[parse_special], data)
+                entry = path._entry = kernel_entry(path.text_kernel, st.session_addrs[0], data, RESULT_COUNT)
+            n = entry(st.session_addrs[parse_special], data, kind)
+            if n >= 0 and kind:
+                out = st.slot.pop()
+                return post_process(out) if add_special_tokens else out
             while n < 0:
                 st = path._recover(n, st, data, parse_special)
                 if type(st) is list:
                     out = staged(st)
                     return post_process(out) if add_special_tokens else out
-                n = entry(st.session_addrs[parse_special], data)
-            # a numpy slice and copy (~0.2 us) beat np.array(memoryview) (~0.3 us); lists read the view
-            if as_array:
+                n = entry(st.session_addrs[parse_special], data, kind)
+                if n >= 0 and kind:
+                    out = st.slot.pop()
+                    return post_process(out) if add_special_tokens else out
+            if as_array:  # the interpreter's layouts did not check out: a copy of the thread's buffer
                 out = st.out[:n].copy()
-            elif n < KERNEL_LIST:
-                out = st.out_view[:n].tolist()
             else:
-                # the list kernel at every size from KERNEL_LIST on: a 100 KB and a 1 MB text then
-                # build their lists the same way (linear time measures one path, not two)
-                if make_list is None:
-                    make_list = path._list_maker() or False
-                if make_list:
-                    out = make_list(st.out, n)
-                else:
-                    out = st.out_view[:n].tolist() if n < big_list else path.id_list(st.out[:n])
+                out = st.out_view[:n].tolist() if n < big_list else path.id_list(st.out[:n])
             return post_process(out) if add_special_tokens else out
 
         if general is not None:
@@ -193,6 +165,17 @@ class FusedPath:
         """After a negative ``text_kernel`` result: the thread state to retry with, or the ids (a list)."""
         if code == fused.GROW:
             return self._thread(len(data))
+        if code == NOT_BUILT:
+            # the ids are in the thread's buffer; a list needs the int table, attached here once per
+            # thread buffers (the kernel then builds the lists of later calls)
+            if st.io[IO_TABLE] == 0:
+                st.table = self.int_table(self.tok.vocab_size + 1)
+                attach(st.io, st.slot, st.table)
+            n = int(st.io[0])
+            return st.out_view[:n].tolist() if n < BIG_LIST else self.id_list(st.out[:n])
+        if code == KERNEL_FAILED:
+            raise KernelError(f"the single-text kernel of {type(self).__name__} raised for this text (with "
+                              "NUMBA_BOUNDSCHECK=1: an index out of bounds); please report it with the text")
         # FALLBACK: the staged pipeline encodes this text (or raises its error)
         return self._encode_staged(data, parse_special)
 
@@ -275,7 +258,7 @@ def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     (``text_to_utf8``). The buffer is writable so every kernel sees one array type. A list of plain
     str is read by a kernel (:mod:`tokjit.kernels.pystr`) where the interpreter's str layout checks out;
     anything else goes through ``str.encode``."""
-    layout = _str_layout()
+    layout = str_layout()
     if layout is not None and type(texts) is list:
         n = len(texts)
         sizes = np.empty(n, np.int64)
@@ -290,22 +273,21 @@ def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return byte_documents(utf8_list(texts))
 
 
-_LAYOUT: list = []
 _LIST_API: list = []
+_DELIVERY: list = []
 
 
-def _str_layout():
-    """This interpreter's str layout for the packing kernels (learned and checked once), or None."""
-    if not _LAYOUT:
-        layout = pystr.str_layout()
-        _LAYOUT.append(layout if pystr.fast_pack_ok(layout) else None)
-    return _LAYOUT[0]
+def _delivery_ok() -> bool:
+    """Whether the single-text kernels make the caller's list or array (checked once)."""
+    if not _DELIVERY:
+        _DELIVERY.append(delivery_ok(list_items_offset()))
+    return _DELIVERY[0]
 
 
 def _list_api():
     """The C functions and offsets ``pylist.build_lists`` takes (checked once), or None."""
     if not _LIST_API:
-        layout = _str_layout()
+        layout = str_layout()
         api = pylist.api_addresses(int(layout[pystr.L_ITEMS])) if layout is not None else None
         _LIST_API.append(api if api is not None and pylist.lists_ok(api) else None)
     return _LIST_API[0]

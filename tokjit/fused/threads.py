@@ -10,9 +10,33 @@ from __future__ import annotations
 
 import numpy as np
 
-from tokjit.kernels import structs
+from tokjit.kernels import call_result, pystr, structs
 
 _UNUSED = np.zeros(1, np.int64)  # SPANS fields a family never reads (nothing writes them either)
+
+_LAYOUT: list = []
+
+
+def str_layout():
+    """This interpreter's str layout for the packing kernels (learned and checked once), or None."""
+    if not _LAYOUT:
+        layout = pystr.str_layout()
+        _LAYOUT.append(layout if pystr.fast_pack_ok(layout) else None)
+    return _LAYOUT[0]
+
+
+def list_items_offset() -> int | None:
+    """Where a list's item array pointer sits in this interpreter's list object, or None (unchecked)."""
+    layout = str_layout()
+    return int(layout[pystr.L_ITEMS]) if layout is not None else None
+
+
+def result_io(owner) -> None:
+    """Give a thread's buffers (``owner``) the kernels' ``io`` array with what a single-text call
+    needs to make its result (:mod:`tokjit.kernels.call_result`) and the slot list it appears in."""
+    owner.io = call_result.result_io(list_items_offset())
+    owner.slot = []
+    call_result.attach(owner.io, owner.slot, None)
 
 
 def field(a, dtype) -> np.ndarray:
@@ -32,7 +56,7 @@ class ThreadSpans:
         self.out = np.empty(out_cap, np.int32)
         self.out_view = memoryview(self.out)
         self.doc_out_end = np.zeros(1, np.int64)
-        self.io = np.zeros(4, np.int64)
+        result_io(self)
         self.at_starts = np.empty(added_cap, np.int64)
         self.at_ends = np.empty(added_cap, np.int64)
         self.at_ids = np.empty(added_cap, np.int64)

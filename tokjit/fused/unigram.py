@@ -19,6 +19,7 @@ from tokjit.errors import InputError
 from tokjit.fused.driver import FusedPath, doc_sizes
 from tokjit.fused.threads import ThreadSpans, field, writable_docs
 from tokjit.kernels import structs
+from tokjit.kernels.call_result import KERNEL_FAILED, NOT_BUILT
 from tokjit.kernels import unigram_fused as kernel
 from tokjit.pipeline.sentencepiece_normalizer import SentencePieceNormalizer
 from tokjit.models.unigram import UnigramModel
@@ -77,6 +78,7 @@ class _UnigramThread:
         self.spans = ThreadSpans(text_cap=raw, out_cap=out, added_cap=raw, tok_cap=norm + 1, piece_cap=norm + 1)
         # what encode reads the ids from (encode_to_numpy copies the array, lists read the view)
         self.out, self.out_view = self.spans.out, self.spans.out_view
+        self.io, self.slot = self.spans.io, self.spans.slot
         self.buffers = kernel.make_unigram_buffers(
             np.empty(raw, np.int64), np.empty(raw, np.int64), np.empty(raw, np.int64),
             np.empty(cm, np.uint8), np.empty(cm, np.int64), np.empty(norm, np.uint8), np.empty(norm + 1, np.int64),
@@ -161,6 +163,8 @@ class FusedUnigram(FusedPath):
         return st
 
     def _recover(self, code: int, st, data: bytes, parse_special: bool):
+        if code in (NOT_BUILT, KERNEL_FAILED):
+            return super()._recover(code, st, data, parse_special)
         if code == kernel.MISSING:
             raise _missing_unk()
         status, need = int(st.spans.io[1]), int(st.spans.io[2])

@@ -17,6 +17,7 @@ from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable
+from tokjit.kernels.call_result import KERNEL_FAILED, deliver, release_gil, retake_gil
 from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, vocab_scalars
 from tokjit.kernels.memops import prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put, piece_words,
@@ -46,21 +47,28 @@ GROW = -1  # encode_text_bpe: the thread's buffers are too small for this text (
 FALLBACK = -2  # encode_text_bpe: the regex needs the memoizing (staged) path for this text
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def encode_text_bpe(session_address, text):
-    """One text (``bytes``) through :func:`encode_docs_bpe`; returns the number of ids in ``sp.out``,
-    or GROW / FALLBACK. The single-text entry point: two arguments to unbox, no allocation, no
-    reference counting (fields are read with ``borrow``).
+@njit(cache=True, _nrt=False)
+def encode_text_bpe(session_address, text, result):
+    """One text (``bytes``) through :func:`encode_docs_bpe`; returns the number of ids in ``sp.out``
+    (and the object ``result`` asks for in the slot list, :func:`~tokjit.kernels.call_result.deliver`),
+    or GROW / FALLBACK / NOT_BUILT. The single-text entry point: three arguments to unbox, no
+    allocation, no reference counting (fields are read with ``borrow``). Compiled holding the GIL:
+    it releases it around the encoding of a long text (:mod:`tokjit.kernels.call_result`).
     ``session_address`` is the thread's BPE_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
     which numba unboxes ~0.1 us faster than the structure."""
     session = struct_at(session_address, BPE_SESSION)
     sp = borrow(session, "spans")
     if not load_single_text(sp, text, len(text) + 1):
         return GROW
-    if encode_docs_bpe(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
-                       borrow(sp, "out"), borrow(sp, "doc_out_end")) < 1:
-        return FALLBACK
-    return borrow(sp, "io")[0]
+    io = borrow(sp, "io")
+    gil = release_gil(io, len(text))
+    try:
+        done = encode_docs_bpe(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
+                               borrow(sp, "out"), borrow(sp, "doc_out_end"))
+    except Exception:  # noqa: BLE001 - it must not leave with the GIL released (the caller raises)
+        done = KERNEL_FAILED
+    retake_gil(io, gil)
+    return deliver(io, borrow(sp, "out"), io[0] if done >= 1 else FALLBACK if done == 0 else KERNEL_FAILED, result)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

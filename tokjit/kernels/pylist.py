@@ -1,6 +1,7 @@
 """Python lists of ids, built by a kernel from a table of shared ints.
 
-``encode_batch`` returns one list of ints per text (and ``encode`` one, built here from 24 ids on).
+``encode_batch`` returns one list of ints per text (and ``encode`` one, through
+:mod:`tokjit.kernels.call_result`, which calls :func:`_new_list`).
 From Python, ``memoryview.tolist()`` creates a new int object per id: ~35 ns per id once the outputs
 are kept (a dataset being built), as the allocator keeps taking fresh memory; 100 KB of English
 lines is 23K ids, ~0.8 ms, as long as encoding them. This kernel creates each list with
@@ -128,19 +129,6 @@ def build_lists(api, outer, n_lists, ids, offsets, table, table_len):
         if lst == 0 or _call_set_item(api[API_SET_ITEM], outer, k, lst) != 0:
             return -1
     return 0
-
-
-@njit(cache=True)
-def build_one(list_new, set_item, incref, items_at, outer, ids, n, table, table_len):
-    """:func:`build_lists` for one list, ``ids[:n]``, into the one-item list at ``outer``, with the C
-    functions and the item offset as ints (a single call unboxes one array, not three). Returns 0,
-    or -1 (nothing made) when an id has no int in the table or the list cannot be made."""
-    if n < 0 or n > ids.shape[0]:
-        return -1
-    lst = _new_list(list_new, incref, items_at, ids, 0, n, table, table_len)
-    if lst == 0:
-        return -1
-    return _call_set_item(set_item, outer, 0, lst)
 
 
 def api_addresses(items_offset: int) -> np.ndarray:

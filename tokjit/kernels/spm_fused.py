@@ -21,6 +21,7 @@ from tokjit.kernels.spm_whitespace import sentencepiece_whitespace_bytes
 from tokjit.kernels import structs
 from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_core,
                                 vocab_scalars)
+from tokjit.kernels.call_result import KERNEL_FAILED, deliver, release_gil, retake_gil
 from tokjit.kernels.fused import GROW, load_single_text
 from tokjit.kernels.memops import prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find_key, cache_put_key, cacheable_key,
@@ -85,19 +86,28 @@ def make_spm_session(pipe, spans, bpe, bufs):
     return s
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def encode_text_spm(session_address, text):
+@njit(cache=True, _nrt=False)
+def encode_text_spm(session_address, text, result):
     """One text (``bytes``) through :func:`encode_docs_spm`; returns the number of ids in
-    ``spans.out``, or GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small.
-    The single-text entry point: two arguments to unbox, no allocation, no reference counting.
+    ``spans.out`` (and the object ``result`` asks for, :func:`~tokjit.kernels.call_result.deliver`), or
+    GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small, or NOT_BUILT /
+    KERNEL_FAILED. The single-text entry point: three arguments to unbox, no allocation, no reference
+    counting; compiled holding the GIL, released around a long text's encoding.
     ``session_address`` is the thread's SPM_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
     which numba unboxes ~0.1 us faster than the structure."""
     session = struct_at(session_address, SPM_SESSION)
     sp = borrow(session, "spans")
     if not load_single_text(sp, text, 3 * len(text) + 4):
         return GROW
-    return encode_docs_spm(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
-                           borrow(sp, "out"), borrow(sp, "doc_out_end"))
+    io = borrow(sp, "io")
+    gil = release_gil(io, len(text))
+    try:
+        n = encode_docs_spm(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
+                            borrow(sp, "out"), borrow(sp, "doc_out_end"))
+    except Exception:  # noqa: BLE001 - it must not leave with the GIL released (the caller raises)
+        n = KERNEL_FAILED
+    retake_gil(io, gil)
+    return deliver(io, borrow(sp, "out"), n, result)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)

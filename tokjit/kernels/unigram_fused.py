@@ -26,6 +26,7 @@ from tokjit.kernels.split import metaspace_pieces
 from tokjit.kernels import structs
 from tokjit.kernels.structs import borrow, struct_at
 from tokjit.kernels.charsmap import hf_normalize, spm_normalize
+from tokjit.kernels.call_result import KERNEL_FAILED, deliver, release_gil, retake_gil
 from tokjit.kernels.fused import GROW
 from tokjit.kernels.lookup import bytes_equal, hash_bytes
 from tokjit.kernels.memops import prefetch_row
@@ -481,20 +482,29 @@ def _word_reserve(buf, p, q, word_hash, slot, n_ids, n_path, chars, margin, larg
     return slot
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def encode_text_unigram_spm(session_address, text):
+@njit(cache=True, _nrt=False)
+def encode_text_unigram_spm(session_address, text, result):
     """One text (``bytes``) through :func:`encode_docs_unigram_spm`; returns the number of ids in
-    ``spans.out``, GROW (``spans.io[1]`` says which buffer, ``io[2]`` how much) or MISSING. The
-    single-text entry point: two arguments to unbox, no allocation.
+    ``spans.out`` (and the object ``result`` asks for, :func:`~tokjit.kernels.call_result.deliver`),
+    GROW (``spans.io[1]`` says which buffer, ``io[2]`` how much), MISSING, NOT_BUILT or KERNEL_FAILED.
+    The single-text entry point: three arguments to unbox, no allocation; compiled holding the GIL,
+    released around a long text's encoding.
     ``session_address`` is the thread's UNIGRAM_SPM_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
     which numba unboxes ~0.1 us faster than the structure."""
     session = struct_at(session_address, UNIGRAM_SPM_SESSION)
     sp = borrow(session, "spans")
     if not _load_text(sp, text):
         return GROW
-    encode_docs_unigram_spm(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
-                           borrow(sp, "out"), borrow(sp, "doc_out_end"))
-    return _text_result(borrow(sp, "io"))
+    io = borrow(sp, "io")
+    gil = release_gil(io, len(text))
+    try:
+        encode_docs_unigram_spm(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"),
+                               0, 1, borrow(sp, "out"), borrow(sp, "doc_out_end"))
+        n = _text_result(io)
+    except Exception:  # noqa: BLE001 - it must not leave with the GIL released (the caller raises)
+        n = KERNEL_FAILED
+    retake_gil(io, gil)
+    return deliver(io, borrow(sp, "out"), n, result)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -667,16 +677,23 @@ PREPEND_FIRST = 1
 PREPEND_NEVER = 2
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def encode_text_unigram_hf(session_address, text):
+@njit(cache=True, _nrt=False)
+def encode_text_unigram_hf(session_address, text, result):
     """:func:`encode_text_unigram_spm` for :func:`encode_docs_unigram_hf` (a UNIGRAM_HF_SESSION)."""
     session = struct_at(session_address, UNIGRAM_HF_SESSION)
     sp = borrow(session, "spans")
     if not _load_text(sp, text):
         return GROW
-    encode_docs_unigram_hf(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
-                          borrow(sp, "out"), borrow(sp, "doc_out_end"))
-    return _text_result(borrow(sp, "io"))
+    io = borrow(sp, "io")
+    gil = release_gil(io, len(text))
+    try:
+        encode_docs_unigram_hf(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"),
+                               0, 1, borrow(sp, "out"), borrow(sp, "doc_out_end"))
+        n = _text_result(io)
+    except Exception:  # noqa: BLE001 - it must not leave with the GIL released (the caller raises)
+        n = KERNEL_FAILED
+    retake_gil(io, gil)
+    return deliver(io, borrow(sp, "out"), n, result)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

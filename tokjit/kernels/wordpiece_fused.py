@@ -19,6 +19,7 @@ from numba.experimental import structref
 from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels import structs
 from tokjit.kernels.structs import borrow, struct_at
+from tokjit.kernels.call_result import KERNEL_FAILED, deliver, release_gil, retake_gil
 from tokjit.kernels.fused import FALLBACK, GROW, load_single_text
 from tokjit.kernels.lookup import lookup_bytes
 from tokjit.kernels.wordpiece import bert_normalize, bert_pre_tokenize, wordpiece_encode
@@ -143,12 +144,14 @@ def make_wordpiece_session(pipe, spans, bufs):
     return s
 
 
-@njit(cache=True, nogil=True, _nrt=False)
-def encode_text_wordpiece(session_address, text):
+@njit(cache=True, _nrt=False)
+def encode_text_wordpiece(session_address, text, result):
     """One text (``bytes``) through :func:`encode_docs_wordpiece`; returns the number of ids in
-    ``spans.out``, GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small, or
-    FALLBACK when the text needs the staged path (its error, or a huge combining run). The
-    single-text entry point: two arguments to unbox, no allocation.
+    ``spans.out`` (and the object ``result`` asks for, :func:`~tokjit.kernels.call_result.deliver`),
+    GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small, FALLBACK when the
+    text needs the staged path (its error, or a huge combining run), NOT_BUILT or KERNEL_FAILED. The
+    single-text entry point: three arguments to unbox, no allocation; compiled holding the GIL,
+    released around a long text's encoding.
     ``session_address`` is the thread's WORDPIECE_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
     which numba unboxes ~0.1 us faster than the structure."""
     session = struct_at(session_address, WORDPIECE_SESSION)
@@ -156,11 +159,16 @@ def encode_text_wordpiece(session_address, text):
     expansion = borrow(borrow(borrow(session, "pipe"), "normalizer"), "expansion")
     if not load_single_text(sp, text, 2 * expansion * len(text) + 2):
         return GROW
-    encode_docs_wordpiece(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
-                          borrow(sp, "out"), borrow(sp, "doc_out_end"))
-    if borrow(sp, "io")[1] != STATUS_OK:
-        return FALLBACK
-    return borrow(sp, "io")[0]
+    io = borrow(sp, "io")
+    gil = release_gil(io, len(text))
+    try:
+        encode_docs_wordpiece(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
+                              borrow(sp, "out"), borrow(sp, "doc_out_end"))
+        n = io[0] if io[1] == STATUS_OK else FALLBACK
+    except Exception:  # noqa: BLE001 - it must not leave with the GIL released (the caller raises)
+        n = KERNEL_FAILED
+    retake_gil(io, gil)
+    return deliver(io, borrow(sp, "out"), n, result)
 
 
 # Compiled without reference counting (fields read with ``borrow``; see kernels.structs)

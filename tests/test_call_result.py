@@ -1,0 +1,152 @@
+"""The single-text kernels make the caller's list or array and hold the GIL only for short texts.
+
+:mod:`tokjit.kernels.call_result`: every family's single-text kernel, compiled holding the GIL, builds
+``encode``'s list (shared ints) or ``encode_to_numpy``'s array with the C API and releases the GIL
+around the encoding of a long text. Checked against the reference libraries' ids, with the path that
+builds results in Python (interpreters where the C layout check fails) beside it, and the GIL seen
+from another thread.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import tokjit
+from conftest import corpus_lines, shared_path
+from test_single_call import NUMPY_FAMILIES, _reference
+from tokjit.errors import KernelError
+from tokjit.fused import driver
+from tokjit.kernels import call_result
+
+
+def _cpython_with_gil() -> bool:
+    return sys.implementation.name == "cpython" and getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
+def test_delivery_checks_out_here():
+    """On CPython with the GIL the kernels make the results (else every test below would measure the
+    Python fallback), and the check itself refuses an interpreter without the list layout."""
+    if not _cpython_with_gil():
+        pytest.skip("results are made by the kernel only on CPython with the GIL")
+    assert driver._delivery_ok()
+    assert call_result.delivery_ok(None) is False
+
+
+def _texts():
+    lines = [t for t in corpus_lines(limit_per_file=40) if t]
+    return (["", "Hi", " ", "x" * 300, "\u4e2d\u6587" * 50] + lines
+            + ["\n".join(lines)[:call_result.RELEASE_GIL_BYTES + 500]])
+
+
+@pytest.mark.parametrize("family", list(NUMPY_FAMILIES))
+def test_kernel_results_match_reference(shared, monkeypatch, family):
+    """Lists and arrays from the kernel equal the reference's ids: texts on both sides of the GIL
+    threshold, with and without special-token parsing; the int table is attached once per thread's
+    buffers (one NOT_BUILT), after which every list comes from the kernel."""
+    parts, kind = NUMPY_FAMILIES[family]
+    path = str(shared_path("data", *parts))
+    ref, parse_special = _reference(kind, path)
+    tok = tokjit.load(path)
+    codes = []
+    recover = type(tok._fused)._recover
+
+    def spy(self, code, st, data, ps):
+        codes.append(code)
+        return recover(self, code, st, data, ps)
+
+    monkeypatch.setattr(type(tok._fused), "_recover", spy)
+    tok.encode(" ".join(_texts()), parse_special=parse_special)  # buffers grown once, up front
+    codes.clear()
+    for text in _texts():
+        want = ref(text)
+        got = tok.encode(text, parse_special=parse_special)
+        arr = tok.encode_to_numpy(text, parse_special=parse_special)
+        assert got == want, text[:60]
+        assert type(got) is list and arr.dtype == np.int32 and arr.flags.owndata and arr.tolist() == want
+    assert codes.count(call_result.NOT_BUILT) <= 1, codes
+    assert tok._fused._local.st.slot == []  # every result was taken: the thread keeps none alive
+
+
+def test_python_fallback_matches_reference(shared, monkeypatch):
+    """Where the layout check fails the kernels only count (RESULT_COUNT) and Python builds the
+    list or array from the thread's buffer: the same ids."""
+    monkeypatch.setattr(driver, "_DELIVERY", [False])
+    path = str(shared_path("data", "hf", "llama3", "tokenizer.json"))
+    ref, _ = _reference("tokenizers", path)
+    tok = tokjit.load(path)
+    monkeypatch.setattr(tok._fused, "_entry", None)
+    encode = tok._fused._encode_function(None, None, None)
+    to_numpy = tok._fused._encode_function(None, None, None, as_array=True)
+    for text in _texts():
+        arr = to_numpy(text, parse_special=True)
+        assert encode(text, parse_special=True) == ref(text) == arr.tolist(), text[:60]
+        assert not np.shares_memory(arr, tok._fused._local.st.out)
+
+
+def test_array_owns_its_memory_and_lists_share_ints(shared):
+    """An array is the caller's alone (freed with it: the kernel's reference is the caller's); a
+    list holds the int table's objects, whose counts come back when it is dropped."""
+    tok = tokjit.get_encoding("o200k_base")
+    text = "x" * 300
+    arr = tok.encode_to_numpy(text)
+    assert sys.getrefcount(arr) == 2  # the name and getrefcount's argument: no slot keeps it
+    first = arr.copy()
+    arr[:] = -1
+    assert tok.encode_to_numpy(text).tolist() == first.tolist()
+    ids = tok.encode(text)
+    table = tok._fused.int_table(0)
+    probe = ids[0]
+    del ids
+    gc.collect()
+    before = sys.getrefcount(table[probe])
+    kept = [tok.encode(text) for _ in range(5)]
+    during = sys.getrefcount(table[probe])
+    uses = sum(x.count(probe) for x in kept)
+    del kept
+    gc.collect()
+    after = sys.getrefcount(table[probe])
+    assert during - before == uses and after == before
+
+
+def test_long_text_releases_the_gil(shared):
+    """While one thread encodes a long text, another keeps running Python: the longest pause it
+    sees is far below the encoding's time (a kernel holding the GIL would stop it throughout)."""
+    tok = tokjit.get_encoding("o200k_base")
+    text = "\n".join(corpus_lines(limit_per_file=400)) * 4
+    tok.encode(text)  # buffers grown
+    stamps = []
+    done = threading.Event()
+
+    def ticker():
+        while not done.is_set():
+            stamps.append(time.perf_counter())
+
+    other = threading.Thread(target=ticker)
+    other.start()
+    time.sleep(0.02)
+    t0 = time.perf_counter()
+    ids = tok.encode_to_numpy(text)
+    t1 = time.perf_counter()
+    done.set()
+    other.join()
+    inside = [s for s in stamps if t0 <= s <= t1]
+    gaps = np.diff([t0] + inside + [t1])
+    assert ids.shape[0] > 10000
+    assert t1 - t0 > 0.02, "the text should take a while to encode"
+    assert gaps.max() < 0.5 * (t1 - t0), (gaps.max(), t1 - t0)
+
+
+def test_kernel_failure_is_a_typed_error():
+    """A kernel that raised (an index out of bounds under NUMBA_BOUNDSCHECK=1) surfaces as KernelError,
+    after the kernel took the GIL back."""
+    tok = tokjit.get_encoding("o200k_base")
+    tok.encode("Hi")
+    path = tok._fused
+    with pytest.raises(KernelError):
+        path._recover(call_result.KERNEL_FAILED, path._local.st, b"Hi", False)
