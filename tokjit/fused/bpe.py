@@ -138,7 +138,6 @@ class FusedBPE(FusedPath):
         self.pipes = (structs.make_bpe_pipe(structs.make_trie(tok._match_plain), rx, vocab),
                       structs.make_bpe_pipe(structs.make_trie(tok._match_all), rx, vocab))
         self._local = threading.local()
-        self._entry = None
         self._states = 0  # threads that have made their buffers
 
     text_kernel = staticmethod(fused.encode_text_bpe)

@@ -17,9 +17,10 @@ import numpy as np
 
 from tokjit.errors import KernelError
 from tokjit.fused.threads import list_items_offset, str_layout, utf8_bytes
+from tokjit.kernels.call_result import result_io
 from tokjit.kernels import fused, pylist, pystr
-from tokjit.kernels.call_result import (IO_TABLE, KERNEL_FAILED, NOT_BUILT, RESULT_ARRAY, RESULT_COUNT, RESULT_LIST,
-                                        attach, delivery_ok)
+from tokjit.kernels.call_result import (IO_MAKES, IO_TABLE, KERNEL_FAILED, NOT_BUILT, NOT_TEXT, RAW, RESULT_ARRAY,
+                                        RESULT_COUNT, RESULT_LIST, TEXT_IS_BYTES, attach, entry_point)
 from tokjit.thread_pool import thread_pool
 
 
@@ -38,17 +39,18 @@ class FusedPath:
     """The one driver of every fused family.
 
     Single text (``encode_list``, and the tokenizer's ``encode`` / ``encode_to_numpy`` built by
-    ``make_encode``): the family's ``text_kernel(session_address, text_bytes)`` runs through its raw
-    entry point on this thread's buffers (``_thread``) and returns the id count in ``out``, or a
-    negative code that ``_recover`` answers (larger buffers, or the staged pipeline for this text).
+    ``make_encode``): the family's ``text_kernel(session_address, text, result)`` runs through its raw
+    entry point on this thread's buffers (``_thread``), takes the str itself and returns the ids as
+    the caller's list or array (:mod:`tokjit.kernels.call_result`), or a negative code that
+    ``_recover`` answers (larger buffers, the text's bytes, or the staged pipeline for this text).
     Batch (``encode_texts``): one buffer cut into contiguous chunks of about equal bytes, one chunk
     per thread, each through the family's ``encode_docs``; documents the kernel hands back are encoded
     by the staged pipeline and spliced in (``_splice``).
 
-    A family sets ``tok``, ``text_kernel``, ``_local`` (a ``threading.local``) and ``_entry = None``, and
+    A family sets ``tok``, ``text_kernel`` and ``_local`` (a ``threading.local``), and
     implements ``_thread(longest=0)`` (a state with ``sessions``, indexed by parse_special, their
-    ``session_addrs`` (:func:`~tokjit.kernels.structs.addresses`), and the ids buffer as ``out``,
-    int32, and ``out_view``, its memoryview) and ``encode_docs``."""
+    ``session_addrs`` (:func:`~tokjit.kernels.structs.addresses`), the ids buffer as ``out``,
+    int32, ``out_view``, its memoryview, and ``io``, the kernels' int64 array) and ``encode_docs``."""
 
     text_kernel = None
     form = None  # a Unicode normal form ("NFC", ...) the text must already be in for the kernel's ids
@@ -112,14 +114,17 @@ class FusedPath:
 
     def _encode_function(self, general, post_process, metrics, as_array: bool = False):
         """``encode(text, *, add_special_tokens, parse_special)`` over this path; without ``metrics``
-        (``encode_list``) it neither counts nor post-processes. The ids come back as a list, or with
-        ``as_array`` as a new int32 array, made by the kernel (:mod:`tokjit.kernels.call_result`)
-        where the interpreter allows, else here from the thread's ``out``."""
-        path, local, form, big_list = self, self._local, self.form, BIG_LIST
+        (``encode_list``) it neither counts nor post-processes. The kernel takes the str and returns
+        the ids as a list, or with ``as_array`` as a new int32 array (:mod:`tokjit.kernels.call_result`),
+        or where the interpreter does not allow that their count, and they are read here from the
+        thread's ``out``; any other outcome is a negative code that ``_recover`` answers."""
+        path, local, form = self, self._local, self.form
         staged = _int32_array if as_array else _same  # what the ids of the staged fallback become
         kind = RESULT_COUNT if not _delivery_ok() else RESULT_ARRAY if as_array else RESULT_LIST
+        entry = None
 
         def encode(text: str, *, add_special_tokens: bool = False, parse_special: bool = False):
+            nonlocal entry
             if metrics is not None and metrics.ACTIVE is not None:
                 return general(text, add_special_tokens=add_special_tokens, parse_special=parse_special)
             if form is not None and not (type(text) is str and is_normalized(form, text)):
@@ -128,38 +133,43 @@ class FusedPath:
                 out = staged(path._encode_staged(utf8_bytes(text), parse_special))
                 return post_process(out) if add_special_tokens else out
             try:
-                data = text.encode()
-            except (UnicodeEncodeError, AttributeError):
-                data = utf8_bytes(text)
-            try:
                 st = local.st
             except AttributeError:
                 st = path._thread()
-            entry = path._entry
             if entry is None:
-                entry = path._entry = kernel_entry(path.text_kernel, st.session_addrs[0], data, RESULT_COUNT)
-            n = entry(st.session_addrs[parse_special], data, kind)
-            if n >= 0 and kind:
-                out = st.slot.pop()
-                return post_process(out) if add_special_tokens else out
-            while n < 0:
-                st = path._recover(n, st, data, parse_special)
-                if type(st) is list:
-                    out = staged(st)
-                    return post_process(out) if add_special_tokens else out
-                n = entry(st.session_addrs[parse_special], data, kind)
-                if n >= 0 and kind:
-                    out = st.slot.pop()
-                    return post_process(out) if add_special_tokens else out
-            if as_array:  # the interpreter's layouts did not check out: a copy of the thread's buffer
-                out = st.out[:n].copy()
-            else:
-                out = st.out_view[:n].tolist() if n < big_list else path.id_list(st.out[:n])
+                entry = text_kernel_entry(path.text_kernel)
+            out = entry(st.session_addrs[parse_special], text, kind)
+            if type(out) is int:
+                out = path._settle(out, entry, st, text, kind, parse_special, as_array)
+                if type(out) is list and as_array:
+                    out = staged(out)
             return post_process(out) if add_special_tokens else out
 
         if general is not None:
             encode.__doc__ = general.__doc__
         return encode
+
+    def _settle(self, code: int, entry, st, text, kind: int, parse_special: bool, as_array: bool):
+        """The ids of ``text`` after the kernel answered ``code`` (an int): a count (RESULT_COUNT),
+        read from the thread's ``out``, or a negative code, answered by ``_recover`` (larger
+        buffers or the bytes of the text, then the kernel again; or the ids themselves)."""
+        data = text
+        while code < 0:
+            if code == NOT_TEXT:
+                data = utf8_bytes(text)  # lone surrogates become U+FFFD; a non-str raises here
+                kind |= TEXT_IS_BYTES
+            else:
+                st = self._recover(code, st, data if type(data) is bytes else utf8_bytes(text), parse_special)
+                if type(st) is list:
+                    return st
+            out = entry(st.session_addrs[parse_special], data, kind)
+            if type(out) is not int:
+                return out
+            code = out
+        n = code
+        if as_array:
+            return st.out[:n].copy()
+        return st.out_view[:n].tolist() if n < BIG_LIST else self.id_list(st.out[:n])
 
     def _recover(self, code: int, st, data: bytes, parse_special: bool):
         """After a negative ``text_kernel`` result: the thread state to retry with, or the ids (a list)."""
@@ -170,7 +180,7 @@ class FusedPath:
             # thread buffers (the kernel then builds the lists of later calls)
             if st.io[IO_TABLE] == 0:
                 st.table = self.int_table(self.tok.vocab_size + 1)
-                attach(st.io, st.slot, st.table)
+                attach(st.io, st.table)
             n = int(st.io[0])
             return st.out_view[:n].tolist() if n < BIG_LIST else self.id_list(st.out[:n])
         if code == KERNEL_FAILED:
@@ -278,9 +288,10 @@ _DELIVERY: list = []
 
 
 def _delivery_ok() -> bool:
-    """Whether the single-text kernels make the caller's list or array (checked once)."""
+    """Whether the single-text kernels make the caller's list or array (checked once: a thread's
+    ``io`` says, :func:`~tokjit.kernels.call_result.result_io`)."""
     if not _DELIVERY:
-        _DELIVERY.append(delivery_ok(list_items_offset()))
+        _DELIVERY.append(bool(result_io(list_items_offset())[IO_MAKES]))
     return _DELIVERY[0]
 
 
@@ -317,14 +328,8 @@ def _int32_array(ids: list[int]) -> np.ndarray:
     return np.array(ids, np.int32)
 
 
-def kernel_entry(dispatcher, *args):
-    """The compiled entry point of ``dispatcher`` for the types of ``args`` (loaded from numba's cache,
-    or compiled now, which ``kernels.compile_notice`` announces): calling it skips numba's per-call
-    dispatch (typing every argument, ~0.2 us per structure). Only ever called with those types."""
-    from numba import typeof
-    sig = tuple(typeof(a) for a in args)
-    overload = dispatcher.overloads.get(sig)
-    if overload is None:
-        dispatcher.compile(sig)
-        overload = dispatcher.overloads[sig]
-    return overload.entry_point
+def text_kernel_entry(dispatcher):
+    """The compiled entry point of a single-text kernel, ``(session_address, text, result) -> object``
+    (its text and value are Python objects passed through, :data:`~tokjit.kernels.call_result.RAW`)."""
+    from numba import types
+    return entry_point(dispatcher, (types.int64, RAW, types.int64))

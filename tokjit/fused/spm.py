@@ -72,7 +72,7 @@ class _SPMThread:
         self.spans = ThreadSpans(text_cap=cap, out_cap=3 * cap + 16, added_cap=cap + 1, tok_cap=big)
         # what encode reads the ids from (encode_to_numpy copies the array, lists read the view)
         self.out, self.out_view = self.spans.out, self.spans.out_view
-        self.io, self.slot = self.spans.io, self.spans.slot
+        self.io = self.spans.io
         self.buffers = kernel.make_spm_buffers(
             np.empty(big, np.int64), np.empty(big, np.int64), np.empty(big, np.int64), np.empty(big, np.uint8),
             np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(4 * kernel.PIECE_RING, np.int64))
@@ -99,7 +99,6 @@ class FusedSentencePiece(FusedPath):
             kernel.make_spm_pipe(structs.make_trie(tok._match_all), structs.make_trie(tok._match_all_norm),
                                  vocab, flags))
         self._local = threading.local()
-        self._entry = None
 
     text_kernel = staticmethod(kernel.encode_text_spm)
 

@@ -33,10 +33,8 @@ def list_items_offset() -> int | None:
 
 def result_io(owner) -> None:
     """Give a thread's buffers (``owner``) the kernels' ``io`` array with what a single-text call
-    needs to make its result (:mod:`tokjit.kernels.call_result`) and the slot list it appears in."""
+    needs to read its text and make its result (:mod:`tokjit.kernels.call_result`)."""
     owner.io = call_result.result_io(list_items_offset())
-    owner.slot = []
-    call_result.attach(owner.io, owner.slot, None)
 
 
 def field(a, dtype) -> np.ndarray:

@@ -78,7 +78,7 @@ class _UnigramThread:
         self.spans = ThreadSpans(text_cap=raw, out_cap=out, added_cap=raw, tok_cap=norm + 1, piece_cap=norm + 1)
         # what encode reads the ids from (encode_to_numpy copies the array, lists read the view)
         self.out, self.out_view = self.spans.out, self.spans.out_view
-        self.io, self.slot = self.spans.io, self.spans.slot
+        self.io = self.spans.io
         self.buffers = kernel.make_unigram_buffers(
             np.empty(raw, np.int64), np.empty(raw, np.int64), np.empty(raw, np.int64),
             np.empty(cm, np.uint8), np.empty(cm, np.int64), np.empty(norm, np.uint8), np.empty(norm + 1, np.int64),
@@ -132,7 +132,6 @@ class FusedUnigram(FusedPath):
                                                         self.word_cache)
                            for raw in (tok._match_plain, tok._match_all))
         self._local = threading.local()
-        self._entry = None
 
     def _session(self, pipe, st: _UnigramThread):
         return kernel.make_unigram_spm_session(pipe, st.spans.struct, st.buffers, st.lattice, st.words)
@@ -306,7 +305,6 @@ class FusedUnigramHF(FusedUnigram):
                                                        meta_split, vocab)
                            for raw in (tok._match_plain, tok._match_all))
         self._local = threading.local()
-        self._entry = None
 
     def _session(self, pipe, st: _UnigramThread):
         return kernel.make_unigram_hf_session(pipe, st.spans.struct, st.buffers, st.lattice)

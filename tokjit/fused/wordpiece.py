@@ -48,7 +48,7 @@ class _WordPieceThread:
                                  tok_cap=2 * norm + 2, piece_cap=norm)
         # what encode reads the ids from (encode_to_numpy copies the array, lists read the view)
         self.out, self.out_view = self.spans.out, self.spans.out_view
-        self.io, self.slot = self.spans.io, self.spans.slot
+        self.io = self.spans.io
         run = 4 * cap + 16 + MAX_LOCAL  # bert_normalize keeps its per-character scratch at the end
         self.buffers = kernel.make_wordpiece_buffers(
             np.empty(norm, np.int64), np.empty(norm, np.int64), np.empty(norm, np.int64),
@@ -89,7 +89,6 @@ class FusedWordPiece(FusedPath):
             kernel.make_wordpiece_pipe(structs.make_trie(tok._match_all), structs.make_trie(tok._match_all_norm),
                                        norm, isolate_punct, vocab))
         self._local = threading.local()
-        self._entry = None
 
     text_kernel = staticmethod(kernel.encode_text_wordpiece)
 

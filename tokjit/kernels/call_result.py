@@ -1,23 +1,29 @@
-"""The single-text call's ends in the kernel: the GIL, and the Python object the caller gets.
+"""The single-text call's ends in the kernel: its text, the GIL, and the Python object it returns.
 
-A numba ``nogil`` entry point releases the GIL before the kernel and takes it back after (~40 ns),
-then the caller made the result in Python: ``out[:n].copy()`` for an array (~200 ns: a view, then a
-copy) or ``tolist()``, or a second kernel call for a list of shared ints (~300 ns). For a short text
-that is most of the call. The single-text kernels are therefore compiled holding the GIL, and
-here, at their two ends, they
+A single-text call used to convert its str with ``str.encode`` (~35 ns and a bytes object), pass the
+bytes to a numba ``nogil`` entry point, which released the GIL before the kernel and took it back
+after (~40 ns), and then make the result in Python: ``out[:n].copy()`` for an array (~200 ns: a
+view, then a copy) or ``tolist()``, or a second kernel call for a list of shared ints (~300 ns).
+For a short text that was most of the call. The single-text kernels instead take the str object
+itself and return the caller's object (:data:`RAW`: numba passes such a value through as the
+object pointer, unconverted), are compiled holding the GIL, and here, at their two ends, they
 
-* release it only around the encoding of a text of :data:`RELEASE_GIL_BYTES` or more
+* read the text's UTF-8 with ``PyUnicode_AsUTF8AndSize`` (an ASCII str's own bytes; other str
+  keep their UTF-8 once made, as they do for every library that reads them this way) or, for the
+  bytes the caller makes of a str with lone surrogates, ``PyBytes_AsStringAndSize``;
+* release the GIL only around the encoding of a text of :data:`RELEASE_GIL_BYTES` or more
   (``PyEval_SaveThread`` / ``PyEval_RestoreThread``), so concurrent calls from several Python
   threads still run in parallel where it pays; a shorter text's encoding costs less than a
   thread switch, and a call that keeps the GIL cannot wait for it after the kernel;
-* build the result object with the C API while they hold it: the ids as a new int32 array
+* build the result with the C API while they hold it: the ids as a new int32 array
   (``PyArray_New``, then one copy) or as a list of the shared ints of the path's int table (one
-  ``Py_IncRef`` per id, :func:`tokjit.kernels.pylist._new_list`), appended to the thread's slot list,
-  which the caller pops.
+  ``Py_IncRef`` per id, :func:`tokjit.kernels.pylist._new_list`), returned as the call's value; any
+  other outcome (a buffer to grow, the staged path, ...) returns its code as a Python int.
 
-The C functions are called through addresses kept in the thread's ``io`` array (``IO_*`` slots)
-and checked once against numpy and ``tolist()`` (:func:`delivery_ok`); where the check fails the
-caller asks for ``RESULT_COUNT`` and builds the object itself, as before.
+The C functions are called through addresses kept in the thread's ``io`` array (``IO_*`` slots);
+the list and array making is checked once against numpy and ``tolist()`` (:func:`delivery_ok`), and
+where the check fails the caller asks for ``RESULT_COUNT`` (the count as an int) and builds the
+object itself, as before.
 """
 
 from __future__ import annotations
@@ -26,42 +32,52 @@ import ctypes
 
 import numpy as np
 from llvmlite import ir
+import numba
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from tokjit.kernels.memops import data_address, load_at
-from tokjit.kernels.pylist import _call_incref, _new_list
+from tokjit.kernels.pylist import _new_list
 
 # what a single-text kernel hands back besides the id count (its third argument)
-RESULT_COUNT = 0  # nothing: the ids stay in the thread's ``out`` buffer
-RESULT_LIST = 1  # a list of ints, in the slot list
-RESULT_ARRAY = 2  # a new int32 array, in the slot list
+RESULT_COUNT = 0  # the id count as an int: the ids stay in the thread's ``out`` buffer
+RESULT_LIST = 1  # a list of ints
+RESULT_ARRAY = 2  # a new int32 array
+TEXT_IS_BYTES = 4  # added to the result kind: the text is the caller's bytes (of a str it could not read)
+
+# a Python object passed through as is: an argument is the caller's (borrowed) pointer, a returned
+# value a new reference the caller owns
+RAW = types.Object(object)
 
 KERNEL_FAILED = -17  # the encoding raised (an index out of bounds under NUMBA_BOUNDSCHECK=1): a bug
+NOT_TEXT = -18  # the text is neither a str with UTF-8 (lone surrogates) nor bytes: the caller converts it
 NOT_BUILT = -16  # the ids are in ``out`` (``io[0]`` of them) but no object was made: the caller makes it
 
 # A text this long has its encoding run without the GIL (~10 us of work and more; the release and
 # retake cost ~40 ns). Shorter texts keep it.
 RELEASE_GIL_BYTES = 1024
 
-# io slots (after the kernels' own io[0..3]): the C functions, offsets and objects a result needs
+# io slots (after the kernels' own io[0..3]): the C functions, offsets and scratch a call needs
 IO_SAVE_THREAD = 4
 IO_RESTORE_THREAD = 5
-IO_LIST_NEW = 6
-IO_INCREF = 7
-IO_DECREF = 8
-IO_LIST_ITEMS = 9  # offset of a list's item array pointer
-IO_LIST_APPEND = 10
-IO_ERR_CLEAR = 11
-IO_ARRAY_NEW = 12
-IO_ARRAY_TYPE = 13
-IO_ARRAY_DATA = 14  # offset of an array's data pointer
-IO_SLOT = 15  # the address of the thread's slot list (0: no result objects, RESULT_COUNT only)
-IO_TABLE = 16  # the address of the int table's object pointers (0: not made yet)
+IO_ERR_CLEAR = 6
+IO_TEXT_UTF8 = 7  # PyUnicode_AsUTF8AndSize
+IO_TEXT_BYTES = 8  # PyBytes_AsStringAndSize
+IO_LONG_NEW = 9  # PyLong_FromLongLong
+IO_TEXT_AT = 10  # scratch: the address of the text's UTF-8
+IO_TEXT_LEN = 11  # scratch: its length
+IO_MAKES = 12  # 1: the list and array makers below checked out (delivery_ok); 0: counts only
+IO_LIST_NEW = 13
+IO_INCREF = 14
+IO_LIST_ITEMS = 15  # offset of a list's item array pointer
+IO_TABLE = 16  # the address of the int table's object pointers (0: not attached yet)
 IO_TABLE_LEN = 17
-IO_DIMS = 18  # scratch: the one dimension PyArray_New reads
-IO_SIZE = 19
+IO_ARRAY_NEW = 18
+IO_ARRAY_TYPE = 19
+IO_ARRAY_DATA = 20  # offset of an array's data pointer
+IO_DIMS = 21  # scratch: the one dimension PyArray_New reads
+IO_SIZE = 22
 
 NPY_INT32 = 5  # numpy's type number of int32 (fixed by its C API)
 
@@ -97,18 +113,70 @@ def _call_void(typingctx, fn):
 
 
 @intrinsic
-def _call_append(typingctx, fn, lst, item):
-    """``PyList_Append(lst, item)`` (takes its own reference) through its address; 0 or -1."""
-    if not all(isinstance(a, types.Integer) for a in (fn, lst, item)):
+def _object_address(typingctx, obj):
+    """The address of a :data:`RAW` object."""
+    if obj != RAW:
         return None
 
     def codegen(context, builder, sig, args):
-        fnty = ir.FunctionType(_I32, [_I8P, _I8P])
+        return builder.ptrtoint(args[0], _I64)
+
+    return types.int64(obj), codegen
+
+
+@intrinsic
+def _as_object(typingctx, address):
+    """The object at ``address`` as a :data:`RAW` value (a reference the caller passes on)."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], context.get_value_type(RAW))
+
+    return RAW(address), codegen
+
+
+@intrinsic
+def _call_pointer_2(typingctx, fn, a, b):
+    """A ``void *f(void *, void *)`` through its address (``PyUnicode_AsUTF8AndSize``); 0 on failure."""
+    if not all(isinstance(x, types.Integer) for x in (fn, a, b)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(_I8P, [_I8P, _I8P])
         result = builder.call(builder.inttoptr(args[0], fnty.as_pointer()),
                               [builder.inttoptr(args[1], _I8P), builder.inttoptr(args[2], _I8P)])
+        return builder.ptrtoint(result, _I64)
+
+    return types.int64(fn, a, b), codegen
+
+
+@intrinsic
+def _call_int_3(typingctx, fn, a, b, c):
+    """An ``int f(void *, void *, void *)`` through its address (``PyBytes_AsStringAndSize``)."""
+    if not all(isinstance(x, types.Integer) for x in (fn, a, b, c)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(_I32, [_I8P, _I8P, _I8P])
+        result = builder.call(builder.inttoptr(args[0], fnty.as_pointer()),
+                              [builder.inttoptr(x, _I8P) for x in args[1:]])
         return builder.sext(result, _I64)
 
-    return types.int64(fn, lst, item), codegen
+    return types.int64(fn, a, b, c), codegen
+
+
+@intrinsic
+def _call_long(typingctx, fn, value):
+    """``PyLong_FromLongLong(value)`` through its address: a new int (0 on failure, its error set)."""
+    if not isinstance(fn, types.Integer) or not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(_I8P, [_I64])
+        return builder.ptrtoint(builder.call(builder.inttoptr(args[0], fnty.as_pointer()), [args[1]]), _I64)
+
+    return types.int64(fn, value), codegen
 
 
 @intrinsic
@@ -177,39 +245,59 @@ def retake_gil(io, state):
 
 
 @njit(cache=True, _nrt=False)
+def text_utf8(io, text, result):
+    """The length of the UTF-8 of ``text``, a str (or with TEXT_IS_BYTES in ``result``, the bytes its
+    caller made of one), its address left in ``io[IO_TEXT_AT]``; -1 (no Python error left set) for
+    anything else, or a str with lone surrogates. The str's UTF-8 is its own bytes when it is ASCII,
+    else made once and kept by it."""
+    address = _object_address(text)
+    at = data_address(io) + 8 * IO_TEXT_AT
+    size = data_address(io) + 8 * IO_TEXT_LEN
+    utf8 = _call_pointer_2(io[IO_TEXT_UTF8], address, size)
+    if utf8 != 0:
+        io[IO_TEXT_AT] = utf8
+        return io[IO_TEXT_LEN]
+    _call_void(io[IO_ERR_CLEAR])
+    if result & TEXT_IS_BYTES and _call_int_3(io[IO_TEXT_BYTES], address, at, size) == 0:
+        return io[IO_TEXT_LEN]
+    _call_void(io[IO_ERR_CLEAR])
+    return -1
+
+
+@njit(cache=True, _nrt=False)
+def code_object(io, code):
+    """``code`` as the call's value: a Python int (0, with its MemoryError set, when none can be made)."""
+    return _as_object(_call_long(io[IO_LONG_NEW], code))
+
+
+@njit(cache=True, _nrt=False)
 def deliver(io, out, n, result):
-    """The single-text kernels' last step, holding the GIL: ``n`` (ids in ``out``) or a negative code
-    from the encoding is returned as is when ``result`` is RESULT_COUNT or ``n`` < 0; else the ids
-    become the object ``result`` names, appended to the slot list at ``io[IO_SLOT]``, and ``n`` is
-    returned, or NOT_BUILT (``io[0]`` = ``n``, nothing appended, no Python error left set) when it
-    cannot be made: no slot, no int table yet, an id past the table, out of memory. O(n)."""
+    """The single-text kernels' last step, holding the GIL: with ``n`` >= 0 ids in ``out`` and
+    ``result`` RESULT_LIST or RESULT_ARRAY, that object; else ``n`` (a count, or a negative code from
+    the encoding) as an int. NOT_BUILT (``io[0]`` = ``n``, nothing made, no Python error left set)
+    when the object cannot be made: not checked out, no int table yet, an id past the table, no
+    memory. O(n)."""
+    result &= ~TEXT_IS_BYTES
     if n < 0 or result == RESULT_COUNT:
-        return n
+        return code_object(io, n)
     io[0] = n
-    slot = io[IO_SLOT]
-    if slot == 0 or n > out.shape[0]:
-        return NOT_BUILT
+    if io[IO_MAKES] == 0 or n > out.shape[0]:
+        return code_object(io, NOT_BUILT)
     if result == RESULT_ARRAY:
         io[IO_DIMS] = n
         obj = _call_array_new(io[IO_ARRAY_NEW], io[IO_ARRAY_TYPE], data_address(io) + 8 * IO_DIMS)
         if obj == 0:
             _call_void(io[IO_ERR_CLEAR])
-            return NOT_BUILT
+            return code_object(io, NOT_BUILT)
         _copy_to_address(load_at(obj + io[IO_ARRAY_DATA], np.int64), out, n)
-    else:
-        if io[IO_TABLE] == 0:
-            return NOT_BUILT
-        obj = _new_list(io[IO_LIST_NEW], io[IO_INCREF], io[IO_LIST_ITEMS], out, 0, n, io[IO_TABLE],
-                        io[IO_TABLE_LEN])
-        if obj == 0:  # an id past the table (nothing made), or no memory for the list
-            _call_void(io[IO_ERR_CLEAR])
-            return NOT_BUILT
-    appended = _call_append(io[IO_LIST_APPEND], slot, obj)
-    _call_incref(io[IO_DECREF], obj)  # the slot holds it now (or, when the append failed, nothing does)
-    if appended != 0:
+        return _as_object(obj)
+    if io[IO_TABLE] == 0:
+        return code_object(io, NOT_BUILT)
+    obj = _new_list(io[IO_LIST_NEW], io[IO_INCREF], io[IO_LIST_ITEMS], out, 0, n, io[IO_TABLE], io[IO_TABLE_LEN])
+    if obj == 0:  # an id past the table (nothing made), or no memory for the list
         _call_void(io[IO_ERR_CLEAR])
-        return NOT_BUILT
-    return n
+        return code_object(io, NOT_BUILT)
+    return _as_object(obj)
 
 
 def _c_function(name: str) -> int:
@@ -235,20 +323,25 @@ _ARRAY_DATA_OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p)  # PyObject header, then
 
 
 def result_io(list_items_offset: int | None) -> np.ndarray:
-    """A thread's ``io`` array with the C functions a result needs (no slot or int table yet: the
-    caller's ``attach``). With ``list_items_offset`` None (the interpreter's list layout did not
-    check out) the kernels are only ever asked for RESULT_COUNT."""
+    """A thread's ``io`` array with the C functions a single-text kernel calls (no int table yet:
+    :func:`attach`). The list and array makers are filled in only with ``list_items_offset`` (the
+    interpreter's list layout checked out) and when :func:`delivery_ok` passes."""
+    io = _functions(list_items_offset)
+    io[IO_MAKES] = 1 if delivery_ok(list_items_offset) else 0
+    return io
+
+
+def _functions(list_items_offset: int | None) -> np.ndarray:
     io = np.zeros(IO_SIZE, np.int64)
-    io[IO_SAVE_THREAD] = _c_function("PyEval_SaveThread")
-    io[IO_RESTORE_THREAD] = _c_function("PyEval_RestoreThread")
+    for slot, name in ((IO_SAVE_THREAD, "PyEval_SaveThread"), (IO_RESTORE_THREAD, "PyEval_RestoreThread"),
+                       (IO_ERR_CLEAR, "PyErr_Clear"), (IO_TEXT_UTF8, "PyUnicode_AsUTF8AndSize"),
+                       (IO_TEXT_BYTES, "PyBytes_AsStringAndSize"), (IO_LONG_NEW, "PyLong_FromLongLong")):
+        io[slot] = _c_function(name)
     if list_items_offset is None:
         return io
     io[IO_LIST_NEW] = _c_function("PyList_New")
     io[IO_INCREF] = _c_function("Py_IncRef")
-    io[IO_DECREF] = _c_function("Py_DecRef")
     io[IO_LIST_ITEMS] = list_items_offset
-    io[IO_LIST_APPEND] = _c_function("PyList_Append")
-    io[IO_ERR_CLEAR] = _c_function("PyErr_Clear")
     table = (ctypes.c_void_p * (_NPY_ARRAY_NEW + 1)).from_address(_numpy_api())
     io[IO_ARRAY_NEW] = table[_NPY_ARRAY_NEW]
     io[IO_ARRAY_TYPE] = table[_NPY_ARRAY_TYPE]
@@ -256,12 +349,10 @@ def result_io(list_items_offset: int | None) -> np.ndarray:
     return io
 
 
-def attach(io: np.ndarray, slot: list, table: np.ndarray | None) -> None:
-    """Point ``io`` at the thread's slot list and the int table (both kept alive by the caller)."""
-    io[IO_SLOT] = id(slot)
-    if table is not None:
-        io[IO_TABLE] = table.ctypes.data
-        io[IO_TABLE_LEN] = table.shape[0]
+def attach(io: np.ndarray, table: np.ndarray) -> None:
+    """Point ``io`` at the int table lists share (kept alive by the caller)."""
+    io[IO_TABLE] = table.ctypes.data
+    io[IO_TABLE_LEN] = table.shape[0]
 
 
 @njit(cache=True, _nrt=False)
@@ -269,38 +360,63 @@ def _deliver_sample(io, out, n, result):
     return deliver(io, out, n, result)
 
 
+def sample_entry():
+    """``_deliver_sample``'s entry point, which returns the object."""
+    io, out = np.zeros(IO_SIZE, np.int64), np.zeros(1, np.int32)
+    return entry_point(_deliver_sample, (numba.typeof(io), numba.typeof(out), types.int64, types.int64))
+
+
+def entry_point(dispatcher, sig):
+    """The compiled entry point of ``dispatcher`` for the types ``sig`` (loaded from numba's cache,
+    or compiled now): the call without numba's dispatch, which cannot type a RAW argument."""
+    overload = dispatcher.overloads.get(sig)
+    if overload is None:
+        dispatcher.compile(sig)
+        overload = dispatcher.overloads[sig]
+    return overload.entry_point
+
+
+_CHECKED: dict = {}
+
+
 def delivery_ok(list_items_offset: int | None) -> bool:
     """Whether :func:`deliver` makes the array numpy makes and the list ``tolist()`` makes, with the
-    table's reference counts right, on this interpreter and numpy (checked once before use)."""
+    table's reference counts right, on this interpreter and numpy (checked once)."""
     if list_items_offset is None:
         return False
+    if list_items_offset not in _CHECKED:
+        _CHECKED[list_items_offset] = _check(list_items_offset)
+    return _CHECKED[list_items_offset]
+
+
+def _check(list_items_offset: int) -> bool:
     try:
         import sys
-        io = result_io(list_items_offset)
+        io = _functions(list_items_offset)
+        io[IO_MAKES] = 1
         table = np.empty(300, object)
         table[:] = [int(x) for x in range(1000, 1300)]  # ints of their own: their counts are ours to read
-        slot: list = []
-        attach(io, slot, table)
+        attach(io, table)
+        deliver_sample = sample_entry()
         ids = np.array([5, 7, 5, 299, 0, 1, 2, 3], np.int32)
         before = sys.getrefcount(table[5])
-        if _deliver_sample(io, ids, 8, RESULT_ARRAY) != 8 or _deliver_sample(io, ids, 3, RESULT_LIST) != 3:
+        made_array = deliver_sample(io, ids, 8, RESULT_ARRAY)
+        made_list = deliver_sample(io, ids, 3, RESULT_LIST)
+        if sys.getrefcount(table[5]) != before + 2:
             return False
-        if len(slot) != 2 or sys.getrefcount(table[5]) != before + 2:
-            return False
-        made_list, made_array = slot.pop(), slot.pop()
         if type(made_list) is not list or made_list != [1005, 1007, 1005] or made_list[0] is not table[5]:
             return False
         if type(made_array) is not np.ndarray or made_array.dtype != np.int32 or made_array.shape != (8,) \
                 or not made_array.flags.c_contiguous or not made_array.flags.writeable \
-                or made_array.flags.owndata is False or made_array.tolist() != ids.tolist():
+                or not made_array.flags.owndata or made_array.tolist() != ids.tolist() \
+                or sys.getrefcount(made_array) != 2:
             return False
         del made_list
         if sys.getrefcount(table[5]) != before:
             return False
-        bad = np.array([300], np.int32)
-        if _deliver_sample(io, bad, 1, RESULT_LIST) != NOT_BUILT or slot:
+        if deliver_sample(io, np.array([300], np.int32), 1, RESULT_LIST) != NOT_BUILT:
             return False
-        empty = _deliver_sample(io, ids, 0, RESULT_ARRAY)
-        return empty == 0 and slot.pop().shape == (0,)
+        empty = deliver_sample(io, ids, 0, RESULT_ARRAY)
+        return type(empty) is np.ndarray and empty.shape == (0,) and deliver_sample(io, ids, 4, RESULT_COUNT) == 4
     except Exception:  # noqa: BLE001 - any surprise means: the caller builds its results
         return False

@@ -17,9 +17,10 @@ from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable
-from tokjit.kernels.call_result import KERNEL_FAILED, deliver, release_gil, retake_gil
+from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, release_gil,
+                                        retake_gil, text_utf8)
 from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, vocab_scalars
-from tokjit.kernels.memops import prefetch_row
+from tokjit.kernels.memops import copy_from_address, prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put, piece_words,
                                         cache_put_key, cacheable_key, home_row)
 from tokjit.kernels.structs import BPE_SESSION, borrow, struct_at
@@ -49,19 +50,23 @@ FALLBACK = -2  # encode_text_bpe: the regex needs the memoizing (staged) path fo
 
 @njit(cache=True, _nrt=False)
 def encode_text_bpe(session_address, text, result):
-    """One text (``bytes``) through :func:`encode_docs_bpe`; returns the number of ids in ``sp.out``
-    (and the object ``result`` asks for in the slot list, :func:`~tokjit.kernels.call_result.deliver`),
-    or GROW / FALLBACK / NOT_BUILT. The single-text entry point: three arguments to unbox, no
-    allocation, no reference counting (fields are read with ``borrow``). Compiled holding the GIL:
-    it releases it around the encoding of a long text (:mod:`tokjit.kernels.call_result`).
+    """One text (a str, or bytes; :data:`~tokjit.kernels.call_result.RAW`) through
+    :func:`encode_docs_bpe`; returns the object ``result`` asks for (:func:`~tokjit.kernels.call_result.deliver`:
+    the ids as a list or array, or their count), or a negative code as an int: GROW, FALLBACK,
+    NOT_TEXT, NOT_BUILT, KERNEL_FAILED. The single-text entry point: three arguments to unbox, no
+    allocation, no reference counting (fields are read with ``borrow``); compiled holding the GIL,
+    released around a long text's encoding (:mod:`tokjit.kernels.call_result`).
     ``session_address`` is the thread's BPE_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
     which numba unboxes ~0.1 us faster than the structure."""
     session = struct_at(session_address, BPE_SESSION)
     sp = borrow(session, "spans")
-    if not load_single_text(sp, text, len(text) + 1):
-        return GROW
     io = borrow(sp, "io")
-    gil = release_gil(io, len(text))
+    n = text_utf8(io, text, result)
+    if n < 0:
+        return code_object(io, NOT_TEXT)
+    if not load_single_text(sp, io[IO_TEXT_AT], n, n + 1):
+        return code_object(io, GROW)
+    gil = release_gil(io, n)
     try:
         done = encode_docs_bpe(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
                                borrow(sp, "out"), borrow(sp, "doc_out_end"))
@@ -72,18 +77,16 @@ def encode_text_bpe(session_address, text, result):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def load_single_text(sp, text, out_needed):
-    """Copy ``text`` into the thread's text buffer ``sp.text`` as the only document of a batch; False
-    (with ``sp.io[2]`` = its length, for the driver to grow the buffers) when the text or ``out_needed``
-    ids do not fit. The preamble of every family's single-text kernel."""
-    n = len(text)
+def load_single_text(sp, address, n, out_needed):
+    """Copy the ``n`` bytes of text at ``address`` into the thread's text buffer ``sp.text`` as the only
+    document of a batch; False (with ``sp.io[2]`` = ``n``, for the driver to grow the buffers) when
+    the text or ``out_needed`` ids do not fit. The preamble of every family's single-text kernel."""
     buf = borrow(sp, "text")
     io = borrow(sp, "io")
     if n > buf.shape[0] or out_needed > borrow(sp, "out").shape[0]:
         io[2] = n
         return False
-    for i in range(n):
-        buf[i] = text[i]
+    copy_from_address(buf, 0, address, n)
     borrow(sp, "doc_starts")[0] = 0
     borrow(sp, "doc_ends")[0] = n
     io[0] = 0

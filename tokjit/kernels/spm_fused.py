@@ -21,7 +21,8 @@ from tokjit.kernels.spm_whitespace import sentencepiece_whitespace_bytes
 from tokjit.kernels import structs
 from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_core,
                                 vocab_scalars)
-from tokjit.kernels.call_result import KERNEL_FAILED, deliver, release_gil, retake_gil
+from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, release_gil,
+                                        retake_gil, text_utf8)
 from tokjit.kernels.fused import GROW, load_single_text
 from tokjit.kernels.memops import prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find_key, cache_put_key, cacheable_key,
@@ -88,26 +89,25 @@ def make_spm_session(pipe, spans, bpe, bufs):
 
 @njit(cache=True, _nrt=False)
 def encode_text_spm(session_address, text, result):
-    """One text (``bytes``) through :func:`encode_docs_spm`; returns the number of ids in
-    ``spans.out`` (and the object ``result`` asks for, :func:`~tokjit.kernels.call_result.deliver`), or
-    GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small, or NOT_BUILT /
-    KERNEL_FAILED. The single-text entry point: three arguments to unbox, no allocation, no reference
-    counting; compiled holding the GIL, released around a long text's encoding.
-    ``session_address`` is the thread's SPM_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
-    which numba unboxes ~0.1 us faster than the structure."""
+    """One text (a str, or bytes) through :func:`encode_docs_spm`, as :func:`~tokjit.kernels.fused.encode_text_bpe`
+    does: the object ``result`` asks for, or a negative code as an int (GROW: ``spans.io[2]`` = bytes
+    needed; NOT_TEXT, NOT_BUILT, KERNEL_FAILED). ``session_address`` is the thread's SPM_SESSION as an int."""
     session = struct_at(session_address, SPM_SESSION)
     sp = borrow(session, "spans")
-    if not load_single_text(sp, text, 3 * len(text) + 4):
-        return GROW
     io = borrow(sp, "io")
-    gil = release_gil(io, len(text))
+    n = text_utf8(io, text, result)
+    if n < 0:
+        return code_object(io, NOT_TEXT)
+    if not load_single_text(sp, io[IO_TEXT_AT], n, 3 * n + 4):
+        return code_object(io, GROW)
+    gil = release_gil(io, n)
     try:
-        n = encode_docs_spm(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
-                            borrow(sp, "out"), borrow(sp, "doc_out_end"))
+        count = encode_docs_spm(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0,
+                                1, borrow(sp, "out"), borrow(sp, "doc_out_end"))
     except Exception:  # noqa: BLE001 - it must not leave with the GIL released (the caller raises)
-        n = KERNEL_FAILED
+        count = KERNEL_FAILED
     retake_gil(io, gil)
-    return deliver(io, borrow(sp, "out"), n, result)
+    return deliver(io, borrow(sp, "out"), count, result)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)

@@ -26,10 +26,11 @@ from tokjit.kernels.split import metaspace_pieces
 from tokjit.kernels import structs
 from tokjit.kernels.structs import borrow, struct_at
 from tokjit.kernels.charsmap import hf_normalize, spm_normalize
-from tokjit.kernels.call_result import KERNEL_FAILED, deliver, release_gil, retake_gil
+from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, release_gil,
+                                        retake_gil, text_utf8)
 from tokjit.kernels.fused import GROW
 from tokjit.kernels.lookup import bytes_equal, hash_bytes
-from tokjit.kernels.memops import prefetch_row
+from tokjit.kernels.memops import copy_from_address, prefetch_row
 from tokjit.kernels.unigram import (ARITH_CERT, ARITH_SPM, ID_USER_DEFINED, MISSING_UNK, SPM_SCORE_RESET, _char_len, _viterbi,
                       emit_path, unigram_encode)
 from tokjit.kernels.wordpiece import bert_pre_tokenize
@@ -493,25 +494,27 @@ def encode_text_unigram_spm(session_address, text, result):
     which numba unboxes ~0.1 us faster than the structure."""
     session = struct_at(session_address, UNIGRAM_SPM_SESSION)
     sp = borrow(session, "spans")
-    if not _load_text(sp, text):
-        return GROW
     io = borrow(sp, "io")
-    gil = release_gil(io, len(text))
+    n = text_utf8(io, text, result)
+    if n < 0:
+        return code_object(io, NOT_TEXT)
+    if not _load_text(sp, io[IO_TEXT_AT], n):
+        return code_object(io, GROW)
+    gil = release_gil(io, n)
     try:
         encode_docs_unigram_spm(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"),
                                0, 1, borrow(sp, "out"), borrow(sp, "doc_out_end"))
-        n = _text_result(io)
+        count = _text_result(io)
     except Exception:  # noqa: BLE001 - it must not leave with the GIL released (the caller raises)
-        n = KERNEL_FAILED
+        count = KERNEL_FAILED
     retake_gil(io, gil)
-    return deliver(io, borrow(sp, "out"), n, result)
+    return deliver(io, borrow(sp, "out"), count, result)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _load_text(sp, text):
-    """Copy ``text`` into the thread's text buffer as document 0; False (and STATUS_GROW_TEXT) when it
-    does not fit."""
-    n = len(text)
+def _load_text(sp, address, n):
+    """Copy the ``n`` bytes of text at ``address`` into the thread's text buffer as document 0; False
+    (and STATUS_GROW_TEXT) when it does not fit."""
     buf = borrow(sp, "text")
     io = borrow(sp, "io")
     io[0] = 0
@@ -519,8 +522,7 @@ def _load_text(sp, text):
         io[1] = STATUS_GROW_TEXT
         io[2] = n
         return False
-    for i in range(n):
-        buf[i] = text[i]
+    copy_from_address(buf, 0, address, n)
     borrow(sp, "doc_starts")[0] = 0
     borrow(sp, "doc_ends")[0] = n
     return True
@@ -682,18 +684,21 @@ def encode_text_unigram_hf(session_address, text, result):
     """:func:`encode_text_unigram_spm` for :func:`encode_docs_unigram_hf` (a UNIGRAM_HF_SESSION)."""
     session = struct_at(session_address, UNIGRAM_HF_SESSION)
     sp = borrow(session, "spans")
-    if not _load_text(sp, text):
-        return GROW
     io = borrow(sp, "io")
-    gil = release_gil(io, len(text))
+    n = text_utf8(io, text, result)
+    if n < 0:
+        return code_object(io, NOT_TEXT)
+    if not _load_text(sp, io[IO_TEXT_AT], n):
+        return code_object(io, GROW)
+    gil = release_gil(io, n)
     try:
         encode_docs_unigram_hf(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"),
                                0, 1, borrow(sp, "out"), borrow(sp, "doc_out_end"))
-        n = _text_result(io)
+        count = _text_result(io)
     except Exception:  # noqa: BLE001 - it must not leave with the GIL released (the caller raises)
-        n = KERNEL_FAILED
+        count = KERNEL_FAILED
     retake_gil(io, gil)
-    return deliver(io, borrow(sp, "out"), n, result)
+    return deliver(io, borrow(sp, "out"), count, result)
 
 
 @njit(cache=True, nogil=True, _nrt=False)

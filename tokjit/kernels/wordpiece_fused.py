@@ -19,7 +19,8 @@ from numba.experimental import structref
 from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels import structs
 from tokjit.kernels.structs import borrow, struct_at
-from tokjit.kernels.call_result import KERNEL_FAILED, deliver, release_gil, retake_gil
+from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, release_gil,
+                                        retake_gil, text_utf8)
 from tokjit.kernels.fused import FALLBACK, GROW, load_single_text
 from tokjit.kernels.lookup import lookup_bytes
 from tokjit.kernels.wordpiece import bert_normalize, bert_pre_tokenize, wordpiece_encode
@@ -146,29 +147,29 @@ def make_wordpiece_session(pipe, spans, bufs):
 
 @njit(cache=True, _nrt=False)
 def encode_text_wordpiece(session_address, text, result):
-    """One text (``bytes``) through :func:`encode_docs_wordpiece`; returns the number of ids in
-    ``spans.out`` (and the object ``result`` asks for, :func:`~tokjit.kernels.call_result.deliver`),
-    GROW (``spans.io[2]`` = bytes needed) when the thread's buffers are too small, FALLBACK when the
-    text needs the staged path (its error, or a huge combining run), NOT_BUILT or KERNEL_FAILED. The
-    single-text entry point: three arguments to unbox, no allocation; compiled holding the GIL,
-    released around a long text's encoding.
-    ``session_address`` is the thread's WORDPIECE_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
-    which numba unboxes ~0.1 us faster than the structure."""
+    """One text (a str, or bytes) through :func:`encode_docs_wordpiece`, as
+    :func:`~tokjit.kernels.fused.encode_text_bpe` does: the object ``result`` asks for, or a negative
+    code as an int (GROW: ``spans.io[2]`` = bytes needed; FALLBACK when the text needs the staged
+    path, its error or a huge combining run; NOT_TEXT, NOT_BUILT, KERNEL_FAILED).
+    ``session_address`` is the thread's WORDPIECE_SESSION as an int."""
     session = struct_at(session_address, WORDPIECE_SESSION)
     sp = borrow(session, "spans")
-    expansion = borrow(borrow(borrow(session, "pipe"), "normalizer"), "expansion")
-    if not load_single_text(sp, text, 2 * expansion * len(text) + 2):
-        return GROW
     io = borrow(sp, "io")
-    gil = release_gil(io, len(text))
+    n = text_utf8(io, text, result)
+    if n < 0:
+        return code_object(io, NOT_TEXT)
+    expansion = borrow(borrow(borrow(session, "pipe"), "normalizer"), "expansion")
+    if not load_single_text(sp, io[IO_TEXT_AT], n, 2 * expansion * n + 2):
+        return code_object(io, GROW)
+    gil = release_gil(io, n)
     try:
         encode_docs_wordpiece(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0, 1,
                               borrow(sp, "out"), borrow(sp, "doc_out_end"))
-        n = io[0] if io[1] == STATUS_OK else FALLBACK
+        count = io[0] if io[1] == STATUS_OK else FALLBACK
     except Exception:  # noqa: BLE001 - it must not leave with the GIL released (the caller raises)
-        n = KERNEL_FAILED
+        count = KERNEL_FAILED
     retake_gil(io, gil)
-    return deliver(io, borrow(sp, "out"), n, result)
+    return deliver(io, borrow(sp, "out"), count, result)
 
 
 # Compiled without reference counting (fields read with ``borrow``; see kernels.structs)
