@@ -175,3 +175,62 @@ def test_kernel_failure_is_a_typed_error():
     path = tok._fused
     with pytest.raises(KernelError):
         path._recover(call_result.KERNEL_FAILED, path._local.st, b"Hi", False)
+
+
+def _rows(table) -> int:
+    return int(table[call_result.THREADS_COUNT])
+
+
+def _wait_rows(table, want: int) -> int:
+    """The table's row count once it reaches ``want`` (a finished thread's buffers, and so its row,
+    go when the interpreter clears its state, just after join() returns), or after a second."""
+    for _ in range(100):
+        gc.collect()
+        if _rows(table) == want:
+            break
+        time.sleep(0.01)
+    return _rows(table)
+
+
+def test_thread_table_follows_threads(shared, monkeypatch):
+    """Each thread's single calls find its own buffers through the path's thread table: with more
+    live threads than rows (rows reused, threads adding themselves again), every result is the
+    serial one; a thread's row goes with it, and with its old buffers when they are rebuilt."""
+    monkeypatch.setattr(call_result, "THREAD_ROWS", 3)
+    ref, _ = _reference("tokenizers", str(shared_path("data", "hf", "bert-minilm", "tokenizer.json")))
+    tok = tokjit.load(shared_path("data", "hf", "bert-minilm", "tokenizer.json"))
+    texts = [t for t in corpus_lines(limit_per_file=30) if t][:40]
+    want = [ref(t) for t in texts]
+    table = tok._fused.thread_table()
+    assert table.shape[0] == call_result.THREADS_FIRST + 3 * call_result.THREAD_WORDS
+    assert tok.encode(texts[0], parse_special=True) == want[0]
+    assert _rows(table) == 1
+    barrier = threading.Barrier(6)
+    errors = []
+
+    def work(k):
+        try:
+            for rnd in range(3):
+                for i in range(k, len(texts), 6):
+                    got = tok.encode(texts[i], parse_special=True)
+                    arr = tok.encode_to_numpy(texts[i], parse_special=True)
+                    if got != want[i] or arr.tolist() != want[i]:
+                        errors.append((k, rnd, i))
+                barrier.wait(timeout=30)  # six live threads share three rows between rounds
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert _wait_rows(table, 1) <= 1  # the main thread's row, at most (it may have been reused)
+    # the main thread's buffers rebuilt larger: its row moves to them, the old buffers' row is not kept
+    long_text = " ".join(texts) * 20
+    assert tok.encode(long_text, parse_special=True) == ref(long_text)
+    rows = table[call_result.THREADS_FIRST:].reshape(-1, call_result.THREAD_WORDS)[:_rows(table)]
+    st = tok._fused._local.st
+    assert [tuple(r) for r in rows] == [(call_result.current_thread_state(), *st.session_addrs)]
+    assert tok.encode(texts[1], parse_special=True) == want[1]

@@ -11,6 +11,7 @@ so concurrent calls from many Python threads are safe.
 
 from __future__ import annotations
 
+import weakref
 from unicodedata import is_normalized
 
 import numpy as np
@@ -19,8 +20,10 @@ from tokjit.errors import KernelError
 from tokjit.fused.threads import list_items_offset, str_layout, utf8_bytes
 from tokjit.kernels.call_result import result_io
 from tokjit.kernels import fused, pylist, pystr
-from tokjit.kernels.call_result import (IO_MAKES, IO_TABLE, KERNEL_FAILED, NOT_BUILT, NOT_TEXT, RAW, RESULT_ARRAY,
-                                        RESULT_COUNT, RESULT_LIST, TEXT_IS_BYTES, attach, entry_point)
+from tokjit.kernels.call_result import (IO_MAKES, IO_TABLE, KERNEL_FAILED, NOT_BUILT, NOT_TEXT, PARSE_SPECIAL, RAW,
+                                        RESULT_ARRAY, RESULT_COUNT, RESULT_LIST, SESSION_GIVEN, TEXT_IS_BYTES,
+                                        THREAD_WORDS, THREADS_COUNT, THREADS_FIRST, attach,
+                                        current_thread_state, entry_point, thread_table)
 from tokjit.thread_pool import thread_pool
 
 
@@ -114,13 +117,17 @@ class FusedPath:
 
     def _encode_function(self, general, post_process, metrics, as_array: bool = False):
         """``encode(text, *, add_special_tokens, parse_special)`` over this path; without ``metrics``
-        (``encode_list``) it neither counts nor post-processes. The kernel takes the str and returns
-        the ids as a list, or with ``as_array`` as a new int32 array (:mod:`tokjit.kernels.call_result`),
-        or where the interpreter does not allow that their count, and they are read here from the
-        thread's ``out``; any other outcome is a negative code that ``_recover`` answers."""
-        path, local, form = self, self._local, self.form
+        (``encode_list``) it neither counts nor post-processes. One kernel call: it finds the calling
+        thread's buffers in the path's thread table, takes the str and returns the ids as a list, or
+        with ``as_array`` as a new int32 array (:mod:`tokjit.kernels.call_result`); any other answer
+        (an int) goes to ``_settle``. Where the interpreter does not allow the kernel to make the
+        list or array, every call goes through ``_settle``, which makes them from the thread's ``out``."""
+        path, form = self, self.form
         staged = _int32_array if as_array else _same  # what the ids of the staged fallback become
-        kind = RESULT_COUNT if not _delivery_ok() else RESULT_ARRAY if as_array else RESULT_LIST
+        makes = _delivery_ok()
+        kind = RESULT_COUNT if not makes else RESULT_ARRAY if as_array else RESULT_LIST
+        table = self.thread_table()
+        first = table.ctypes.data  # the table is kept alive by the path (and this closure)
         entry = None
 
         def encode(text: str, *, add_special_tokens: bool = False, parse_special: bool = False):
@@ -132,15 +139,11 @@ class FusedPath:
                 # quick C scan says) is normalized and encoded by the staged pipeline
                 out = staged(path._encode_staged(utf8_bytes(text), parse_special))
                 return post_process(out) if add_special_tokens else out
-            try:
-                st = local.st
-            except AttributeError:
-                st = path._thread()
             if entry is None:
                 entry = text_kernel_entry(path.text_kernel)
-            out = entry(st.session_addrs[parse_special], text, kind)
+            out = entry(first, text, kind | PARSE_SPECIAL if parse_special else kind) if makes else 0
             if type(out) is int:
-                out = path._settle(out, entry, st, text, kind, parse_special, as_array)
+                out = path._settle(entry, text, kind, parse_special, as_array)
                 if type(out) is list and as_array:
                     out = staged(out)
             return post_process(out) if add_special_tokens else out
@@ -149,24 +152,60 @@ class FusedPath:
             encode.__doc__ = general.__doc__
         return encode
 
-    def _settle(self, code: int, entry, st, text, kind: int, parse_special: bool, as_array: bool):
-        """The ids of ``text`` after the kernel answered ``code`` (an int): a count (RESULT_COUNT),
-        read from the thread's ``out``, or a negative code, answered by ``_recover`` (larger
-        buffers or the bytes of the text, then the kernel again; or the ids themselves)."""
+    def thread_table(self) -> np.ndarray:
+        """The path's thread table (:data:`~tokjit.kernels.call_result.THREADS_COUNT` ...), made once."""
+        try:
+            return self._thread_table
+        except AttributeError:
+            self._thread_table = thread_table()
+            return self._thread_table
+
+    def _register(self, st) -> None:
+        """Give the calling thread's row of the thread table the sessions of ``st`` (its buffers,
+        new or rebuilt larger). When every row is taken one is reused (its thread adds itself again
+        on its next call). The row goes when ``st`` goes (its thread ended, or its buffers were
+        rebuilt): a later thread with the same PyThreadState address never finds buffers that are gone."""
+        table = self.thread_table()
+        state = current_thread_state()
+        rows = table[THREADS_FIRST:].reshape(-1, THREAD_WORDS)
+        count = int(table[THREADS_COUNT])
+        mine = np.flatnonzero(rows[:count, 0] == state)
+        if mine.shape[0]:
+            row = int(mine[0])
+        elif count < rows.shape[0]:
+            row = count
+            table[THREADS_COUNT] = count + 1
+        else:
+            self._evictions = row = (getattr(self, "_evictions", -1) + 1) % rows.shape[0]
+        rows[row] = (state, st.session_addrs[0], st.session_addrs[1])
+        if not getattr(st, "in_thread_table", False):
+            st.in_thread_table = True
+            weakref.finalize(st, _forget_row, table, state, st.session_addrs[0]).atexit = False
+
+    def _settle(self, entry, text, kind: int, parse_special: bool, as_array: bool):
+        """The ids of ``text`` when the kernel answered with an int: the call again on this thread's
+        buffers, given by their address (SESSION_GIVEN), after the answer's remedy: a row in the
+        thread table, the text's bytes (a str with lone surrogates), larger buffers, the int table
+        for lists; or the ids from the staged pipeline, or from ``out`` when the kernel only counts."""
+        st = self._thread()
+        self._register(st)
+        kind |= SESSION_GIVEN
         data = text
-        while code < 0:
-            if code == NOT_TEXT:
-                data = utf8_bytes(text)  # lone surrogates become U+FFFD; a non-str raises here
-                kind |= TEXT_IS_BYTES
-            else:
-                st = self._recover(code, st, data if type(data) is bytes else utf8_bytes(text), parse_special)
-                if type(st) is list:
-                    return st
+        while True:
             out = entry(st.session_addrs[parse_special], data, kind)
             if type(out) is not int:
                 return out
-            code = out
-        n = code
+            if out >= 0:
+                n = out
+                break
+            if out == NOT_TEXT:
+                data = utf8_bytes(text)  # lone surrogates become U+FFFD; a non-str raises here
+                kind |= TEXT_IS_BYTES
+                continue
+            st = self._recover(out, st, data if type(data) is bytes else utf8_bytes(text), parse_special)
+            if type(st) is list:
+                return st
+            self._register(st)
         if as_array:
             return st.out[:n].copy()
         return st.out_view[:n].tolist() if n < BIG_LIST else self.id_list(st.out[:n])
@@ -318,6 +357,19 @@ def byte_documents(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     doc_ends = np.cumsum(lengths)
     # bytearray's join builds the writable buffer in one copy (b"".join, then bytearray(), made two)
     return np.frombuffer(bytearray().join(parts), np.uint8), doc_ends - lengths, doc_ends
+
+
+def _forget_row(table: np.ndarray, state: int, session_address: int) -> None:
+    """Drop the thread table's row of thread ``state`` if it still holds ``session_address`` (buffers
+    being freed); the last row takes its place."""
+    count = int(table[THREADS_COUNT])
+    rows = table[THREADS_FIRST:].reshape(-1, THREAD_WORDS)
+    for row in range(count):
+        if rows[row, 0] == state and rows[row, 1] == session_address:
+            rows[row] = rows[count - 1]
+            rows[count - 1] = 0
+            table[THREADS_COUNT] = count - 1
+            return
 
 
 def _same(ids: list[int]) -> list[int]:

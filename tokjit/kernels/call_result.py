@@ -4,10 +4,13 @@ A single-text call used to convert its str with ``str.encode`` (~35 ns and a byt
 bytes to a numba ``nogil`` entry point, which released the GIL before the kernel and took it back
 after (~40 ns), and then make the result in Python: ``out[:n].copy()`` for an array (~200 ns: a
 view, then a copy) or ``tolist()``, or a second kernel call for a list of shared ints (~300 ns).
-For a short text that was most of the call. The single-text kernels instead take the str object
-itself and return the caller's object (:data:`RAW`: numba passes such a value through as the
-object pointer, unconverted), are compiled holding the GIL, and here, at their two ends, they
+For a short text that was most of the call, with ~50 ns more to find the thread's buffers in a
+``threading.local``. The single-text kernels instead take the str object itself and return the
+caller's object (:data:`RAW`: numba passes such a value through as the object pointer,
+unconverted), are compiled holding the GIL, and here, at their two ends, they
 
+* find the calling thread's session in the tokenizer path's thread table by its ``PyThreadState``
+  (:func:`thread_session`; the caller adds a missing row, NO_SESSION);
 * read the text's UTF-8 with ``PyUnicode_AsUTF8AndSize`` (an ASCII str's own bytes; other str
   keep their UTF-8 once made, as they do for every library that reads them this way) or, for the
   bytes the caller makes of a str with lone surrogates, ``PyBytes_AsStringAndSize``;
@@ -44,13 +47,28 @@ from tokjit.kernels.pylist import _new_list
 RESULT_COUNT = 0  # the id count as an int: the ids stay in the thread's ``out`` buffer
 RESULT_LIST = 1  # a list of ints
 RESULT_ARRAY = 2  # a new int32 array
+RESULT_KINDS = 3  # the bits of the result argument above; the flags below add to it
 TEXT_IS_BYTES = 4  # added to the result kind: the text is the caller's bytes (of a str it could not read)
+PARSE_SPECIAL = 8  # added: special-token text becomes the special token (the thread's second session)
+SESSION_GIVEN = 16  # added: the first argument is the session's address, not the thread table's
+
+# A tokenizer path's thread table (int64): which sessions each Python thread's single calls use,
+# found by the kernel from the calling thread's PyThreadState, so the caller passes one constant
+# address instead of looking up a threading.local (~50 ns). Rows: (thread state, session address
+# without, with special-token parsing); kept by tokjit.fused.driver (FusedPath._register).
+THREADS_COUNT = 0
+THREADS_GET_STATE = 1  # PyThreadState_Get
+THREADS_LONG_NEW = 2  # PyLong_FromLongLong (the NO_SESSION answer needs one before any session)
+THREADS_FIRST = 3
+THREAD_WORDS = 3
+THREAD_ROWS = 64
 
 # a Python object passed through as is: an argument is the caller's (borrowed) pointer, a returned
 # value a new reference the caller owns
 RAW = types.Object(object)
 
 KERNEL_FAILED = -17  # the encoding raised (an index out of bounds under NUMBA_BOUNDSCHECK=1): a bug
+NO_SESSION = -19  # the calling thread has no row in the thread table: the caller adds it
 NOT_TEXT = -18  # the text is neither a str with UTF-8 (lone surrogates) nor bytes: the caller converts it
 NOT_BUILT = -16  # the ids are in ``out`` (``io[0]`` of them) but no object was made: the caller makes it
 
@@ -87,8 +105,8 @@ _I8P = ir.IntType(8).as_pointer()
 
 
 @intrinsic
-def _call_save_thread(typingctx, fn):
-    """``PyEval_SaveThread()`` through its address: the thread state to restore."""
+def _call_pointer_0(typingctx, fn):
+    """A ``void *f(void)`` through its address (``PyEval_SaveThread``, ``PyThreadState_Get``)."""
     if not isinstance(fn, types.Integer):
         return None
 
@@ -234,7 +252,7 @@ def release_gil(io, n_bytes):
     :func:`retake_gil`, else 0). The kernel holds the GIL when it starts (compiled without ``nogil``)."""
     if n_bytes < RELEASE_GIL_BYTES:
         return 0
-    return _call_save_thread(io[IO_SAVE_THREAD])
+    return _call_pointer_0(io[IO_SAVE_THREAD])
 
 
 @njit(cache=True, forceinline=True, _nrt=False)
@@ -242,6 +260,28 @@ def retake_gil(io, state):
     """Take the GIL back after :func:`release_gil` (nothing when it was kept)."""
     if state != 0:
         _call_restore_thread(io[IO_RESTORE_THREAD], state)
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def thread_session(first, result):
+    """The address of the calling thread's session for ``result``'s PARSE_SPECIAL: ``first`` itself
+    with SESSION_GIVEN, else its row in the thread table at ``first`` (0 when it has none). Reads
+    the table holding the GIL, as every change to it is made. O(threads)."""
+    if result & SESSION_GIVEN:
+        return first
+    state = _call_pointer_0(load_at(first + 8 * THREADS_GET_STATE, np.int64))
+    at = first + 8 * THREADS_FIRST
+    for _ in range(load_at(first + 8 * THREADS_COUNT, np.int64)):
+        if load_at(at, np.int64) == state:
+            return load_at(at + 8 + 8 * ((result >> 3) & 1), np.int64)
+        at += 8 * THREAD_WORDS
+    return 0
+
+
+@njit(cache=True, _nrt=False)
+def no_session(first):
+    """NO_SESSION as the call's value (a Python int), made with the function the thread table holds."""
+    return _as_object(_call_long(load_at(first + 8 * THREADS_LONG_NEW, np.int64), NO_SESSION))
 
 
 @njit(cache=True, _nrt=False)
@@ -277,7 +317,7 @@ def deliver(io, out, n, result):
     the encoding) as an int. NOT_BUILT (``io[0]`` = ``n``, nothing made, no Python error left set)
     when the object cannot be made: not checked out, no int table yet, an id past the table, no
     memory. O(n)."""
-    result &= ~TEXT_IS_BYTES
+    result &= RESULT_KINDS
     if n < 0 or result == RESULT_COUNT:
         return code_object(io, n)
     io[0] = n
@@ -347,6 +387,24 @@ def _functions(list_items_offset: int | None) -> np.ndarray:
     io[IO_ARRAY_TYPE] = table[_NPY_ARRAY_TYPE]
     io[IO_ARRAY_DATA] = _ARRAY_DATA_OFFSET
     return io
+
+
+def thread_table() -> np.ndarray:
+    """An empty thread table (:data:`THREADS_COUNT` ...)."""
+    table = np.zeros(THREADS_FIRST + THREAD_WORDS * THREAD_ROWS, np.int64)
+    table[THREADS_GET_STATE] = _c_function("PyThreadState_Get")
+    table[THREADS_LONG_NEW] = _c_function("PyLong_FromLongLong")
+    return table
+
+
+_get_state = ctypes.pythonapi.PyThreadState_Get
+_get_state.restype = ctypes.c_void_p
+_get_state.argtypes = []
+
+
+def current_thread_state() -> int:
+    """The calling thread's PyThreadState address (what :func:`thread_session` compares)."""
+    return _get_state()
 
 
 def attach(io: np.ndarray, table: np.ndarray) -> None:

@@ -17,8 +17,8 @@ from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable
-from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, release_gil,
-                                        retake_gil, text_utf8)
+from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
+                                        release_gil, retake_gil, text_utf8, thread_session)
 from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, vocab_scalars
 from tokjit.kernels.memops import copy_from_address, prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put, piece_words,
@@ -49,15 +49,20 @@ FALLBACK = -2  # encode_text_bpe: the regex needs the memoizing (staged) path fo
 
 
 @njit(cache=True, _nrt=False)
-def encode_text_bpe(session_address, text, result):
+def encode_text_bpe(first, text, result):
     """One text (a str, or bytes; :data:`~tokjit.kernels.call_result.RAW`) through
     :func:`encode_docs_bpe`; returns the object ``result`` asks for (:func:`~tokjit.kernels.call_result.deliver`:
     the ids as a list or array, or their count), or a negative code as an int: GROW, FALLBACK,
     NOT_TEXT, NOT_BUILT, KERNEL_FAILED. The single-text entry point: three arguments to unbox, no
     allocation, no reference counting (fields are read with ``borrow``); compiled holding the GIL,
     released around a long text's encoding (:mod:`tokjit.kernels.call_result`).
-    ``session_address`` is the thread's BPE_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
-    which numba unboxes ~0.1 us faster than the structure."""
+    ``first`` is the tokenizer path's thread table, where the calling thread's BPE_SESSION is found
+    (:func:`~tokjit.kernels.call_result.thread_session`; NO_SESSION when it is not there), or with
+    SESSION_GIVEN in ``result`` that session's address (:func:`~tokjit.kernels.structs.addresses`):
+    an int, which numba unboxes ~0.1 us faster than the structure."""
+    session_address = thread_session(first, result)
+    if session_address == 0:
+        return no_session(first)
     session = struct_at(session_address, BPE_SESSION)
     sp = borrow(session, "spans")
     io = borrow(sp, "io")

@@ -21,8 +21,8 @@ from tokjit.kernels.spm_whitespace import sentencepiece_whitespace_bytes
 from tokjit.kernels import structs
 from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_core,
                                 vocab_scalars)
-from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, release_gil,
-                                        retake_gil, text_utf8)
+from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
+                                        release_gil, retake_gil, text_utf8, thread_session)
 from tokjit.kernels.fused import GROW, load_single_text
 from tokjit.kernels.memops import prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find_key, cache_put_key, cacheable_key,
@@ -88,10 +88,13 @@ def make_spm_session(pipe, spans, bpe, bufs):
 
 
 @njit(cache=True, _nrt=False)
-def encode_text_spm(session_address, text, result):
+def encode_text_spm(first, text, result):
     """One text (a str, or bytes) through :func:`encode_docs_spm`, as :func:`~tokjit.kernels.fused.encode_text_bpe`
     does: the object ``result`` asks for, or a negative code as an int (GROW: ``spans.io[2]`` = bytes
-    needed; NOT_TEXT, NOT_BUILT, KERNEL_FAILED). ``session_address`` is the thread's SPM_SESSION as an int."""
+    needed; NO_SESSION, NOT_TEXT, NOT_BUILT, KERNEL_FAILED); ``first`` finds the thread's SPM_SESSION."""
+    session_address = thread_session(first, result)
+    if session_address == 0:
+        return no_session(first)
     session = struct_at(session_address, SPM_SESSION)
     sp = borrow(session, "spans")
     io = borrow(sp, "io")

@@ -26,8 +26,8 @@ from tokjit.kernels.split import metaspace_pieces
 from tokjit.kernels import structs
 from tokjit.kernels.structs import borrow, struct_at
 from tokjit.kernels.charsmap import hf_normalize, spm_normalize
-from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, release_gil,
-                                        retake_gil, text_utf8)
+from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
+                                        release_gil, retake_gil, text_utf8, thread_session)
 from tokjit.kernels.fused import GROW
 from tokjit.kernels.lookup import bytes_equal, hash_bytes
 from tokjit.kernels.memops import copy_from_address, prefetch_row
@@ -484,14 +484,14 @@ def _word_reserve(buf, p, q, word_hash, slot, n_ids, n_path, chars, margin, larg
 
 
 @njit(cache=True, _nrt=False)
-def encode_text_unigram_spm(session_address, text, result):
-    """One text (``bytes``) through :func:`encode_docs_unigram_spm`; returns the number of ids in
-    ``spans.out`` (and the object ``result`` asks for, :func:`~tokjit.kernels.call_result.deliver`),
-    GROW (``spans.io[1]`` says which buffer, ``io[2]`` how much), MISSING, NOT_BUILT or KERNEL_FAILED.
-    The single-text entry point: three arguments to unbox, no allocation; compiled holding the GIL,
-    released around a long text's encoding.
-    ``session_address`` is the thread's UNIGRAM_SPM_SESSION as an int (:func:`~tokjit.kernels.structs.addresses`),
-    which numba unboxes ~0.1 us faster than the structure."""
+def encode_text_unigram_spm(first, text, result):
+    """One text (a str, or bytes) through :func:`encode_docs_unigram_spm`, as
+    :func:`~tokjit.kernels.fused.encode_text_bpe` does: the object ``result`` asks for, or a negative
+    code as an int (GROW: ``spans.io[1]`` says which buffer, ``io[2]`` how much; MISSING, NO_SESSION,
+    NOT_TEXT, NOT_BUILT, KERNEL_FAILED); ``first`` finds the thread's UNIGRAM_SPM_SESSION."""
+    session_address = thread_session(first, result)
+    if session_address == 0:
+        return no_session(first)
     session = struct_at(session_address, UNIGRAM_SPM_SESSION)
     sp = borrow(session, "spans")
     io = borrow(sp, "io")
@@ -680,8 +680,11 @@ PREPEND_NEVER = 2
 
 
 @njit(cache=True, _nrt=False)
-def encode_text_unigram_hf(session_address, text, result):
+def encode_text_unigram_hf(first, text, result):
     """:func:`encode_text_unigram_spm` for :func:`encode_docs_unigram_hf` (a UNIGRAM_HF_SESSION)."""
+    session_address = thread_session(first, result)
+    if session_address == 0:
+        return no_session(first)
     session = struct_at(session_address, UNIGRAM_HF_SESSION)
     sp = borrow(session, "spans")
     io = borrow(sp, "io")

@@ -19,8 +19,8 @@ from numba.experimental import structref
 from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels import structs
 from tokjit.kernels.structs import borrow, struct_at
-from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, release_gil,
-                                        retake_gil, text_utf8)
+from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
+                                        release_gil, retake_gil, text_utf8, thread_session)
 from tokjit.kernels.fused import FALLBACK, GROW, load_single_text
 from tokjit.kernels.lookup import lookup_bytes
 from tokjit.kernels.wordpiece import bert_normalize, bert_pre_tokenize, wordpiece_encode
@@ -146,12 +146,15 @@ def make_wordpiece_session(pipe, spans, bufs):
 
 
 @njit(cache=True, _nrt=False)
-def encode_text_wordpiece(session_address, text, result):
+def encode_text_wordpiece(first, text, result):
     """One text (a str, or bytes) through :func:`encode_docs_wordpiece`, as
     :func:`~tokjit.kernels.fused.encode_text_bpe` does: the object ``result`` asks for, or a negative
     code as an int (GROW: ``spans.io[2]`` = bytes needed; FALLBACK when the text needs the staged
     path, its error or a huge combining run; NOT_TEXT, NOT_BUILT, KERNEL_FAILED).
-    ``session_address`` is the thread's WORDPIECE_SESSION as an int."""
+    ``first`` finds the thread's WORDPIECE_SESSION."""
+    session_address = thread_session(first, result)
+    if session_address == 0:
+        return no_session(first)
     session = struct_at(session_address, WORDPIECE_SESSION)
     sp = borrow(session, "spans")
     io = borrow(sp, "io")
