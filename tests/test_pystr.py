@@ -78,3 +78,32 @@ def test_kernels_refuse_what_they_cannot_read():
     # an output buffer smaller than the texts is refused, not overrun
     assert pystr.pack_texts(id(short), 2, layout, np.empty(3, np.uint8), np.empty(2, np.int64),
                             np.empty(2, np.int64)) == -1
+
+
+def test_four_code_point_groups_match_str_encode():
+    """Two-byte str are packed four code points at a time where all four are ASCII, all take two
+    UTF-8 bytes or all take three: runs of each class at every alignment, mixed groups, a surrogate
+    at each position of a group, and texts ending within 16 bytes of the buffer's end (where the
+    groups' wide stores stop)."""
+    classes = {"ascii": "ab c", "two": "\u0416\u0444\u00e9\u05d0\u0627",
+               "three": "\u4e2d\u6587\u3042\uac00\u20ac\uffff"}
+    texts = []
+    for lead in range(5):
+        for name, chars in classes.items():
+            for n in (1, 3, 4, 5, 8, 9, 17):
+                body = (chars * 20)[:n]
+                # a two-byte str needs one code point past Latin-1 ("\u0100" where the run is ASCII)
+                texts.append("x" * lead + body + ("\u0100" if name == "ascii" else ""))
+        texts.append("x" * lead + "\u4e2d\u0416a\u4e2d\u0416a\u4e2d\u0416" * 3)
+    for k in range(8):
+        texts.append("\u4e2d" * k + "\ud800" + "\u4e2d" * 7)
+    for tail in range(1, 9):
+        texts.append("\u4e2d" * tail)
+    assert any(t.isascii() is False for t in texts)
+    for i in range(len(texts)):
+        batch = texts[i:] + texts[:i]
+        assert _same(driver.utf8_documents(batch), _reference(batch))
+    for tail in range(1, 9):
+        for name, chars in classes.items():
+            single = [(chars * 10)[:tail] + "\u0100"]
+            assert _same(driver.utf8_documents(single), _reference(single)), (name, tail)

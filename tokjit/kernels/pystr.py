@@ -24,9 +24,11 @@ import ctypes
 import sys
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
-from tokjit.kernels.memops import copy_from_address, load_at, prefetch_address
+from tokjit.kernels.memops import _LITTLE_ENDIAN, copy_from_address, data_address, load_at, nonneg, prefetch_address
 from tokjit.kernels.utf8 import put_utf8
 
 # layout fields (an int64 array, filled by str_layout)
@@ -113,11 +115,15 @@ def pack_texts(list_address, n, layout, out, starts, ends):
             if at + length * (2 if kind == 1 else 3 if kind == 2 else 4) > cap:
                 return -1
             data = obj + data_at
+            if kind == 2:
+                at = _pack_ucs2(out, at, data, length)
+                if at < 0:
+                    return -1
+                ends[i] = at
+                continue
             for k in range(length):
                 if kind == 1:
                     c = np.int64(load_at(data + k, np.uint8))
-                elif kind == 2:
-                    c = np.int64(load_at(data + 2 * k, np.uint16))
                 else:
                     c = np.int64(load_at(data + 4 * k, np.uint32))
                 if c < 0x80:
@@ -129,6 +135,115 @@ def pack_texts(list_address, n, layout, out, starts, ends):
                     at = put_utf8(out, at, c)
         ends[i] = at
     return at
+
+
+@intrinsic
+def _load_u64_unaligned(typingctx, address):
+    """The 8 bytes at ``address`` (any alignment) as a uint64."""
+    if not isinstance(address, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ptr = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
+        return builder.load(ptr, align=1)
+
+    return types.uint64(address), codegen
+
+
+@intrinsic
+def _store_u64_unaligned(typingctx, address, value):
+    """Store the uint64 ``value`` at ``address`` (any alignment)."""
+    if not isinstance(address, types.Integer) or not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        val = context.cast(builder, args[1], sig.args[1], types.uint64)
+        builder.store(val, builder.inttoptr(args[0], ir.IntType(64).as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return types.void(address, value), codegen
+
+
+_LANE = np.uint64(0xFFFF)
+_NOT_ASCII_LANES = np.uint64(0xFF80FF80FF80FF80)
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def _pack_ucs2(out, at, data, length):
+    """The UTF-8 of the ``length`` two-byte code points at ``data`` written at ``out[at]``; returns the
+    position after it, or -1 at a surrogate. Four code points at a time: where all four are ASCII
+    (one 8-byte store of which 4 count), all four take three bytes (CJK, kana, Hangul: two stores, 12
+    bytes) or all four take two (Cyrillic, Greek, Arabic, Hebrew: one store), else one by one. The
+    caller checked that ``out`` holds three bytes per code point from ``at``; a group's stores reach
+    4 bytes past what it writes, so groups run only with 16 bytes to spare (what they overwrite is
+    written next, or cut off). O(length)."""
+    cap = out.shape[0]
+    dst = data_address(out)
+    k = 0
+    while k + 4 <= length and at + 16 <= cap and _LITTLE_ENDIAN:
+        w = _load_u64_unaligned(data + 2 * k)
+        k += 4
+        if w & _NOT_ASCII_LANES == 0:
+            _store_u64_unaligned(dst + at, (w & _LANE) | ((w >> 8) & 0xFF00) | ((w >> 16) & 0xFF0000)
+                                 | ((w >> 24) & 0xFF000000))
+            at += 4
+            continue
+        c0, c1, c2, c3 = w & _LANE, (w >> 16) & _LANE, (w >> 32) & _LANE, w >> 48
+        if (c0 >= 0x800 and c1 >= 0x800 and c2 >= 0x800 and c3 >= 0x800 and (c0 & 0xF800) != 0xD800
+                and (c1 & 0xF800) != 0xD800 and (c2 & 0xF800) != 0xD800 and (c3 & 0xF800) != 0xD800):
+            v0, v1, v2, v3 = _three_bytes(c0), _three_bytes(c1), _three_bytes(c2), _three_bytes(c3)
+            _store_u64_unaligned(dst + at, v0 | (v1 << 24) | (v2 << 48))
+            _store_u64_unaligned(dst + at + 8, (v2 >> 16) | (v3 << 8))
+            at += 12
+            continue
+        if 0x80 <= c0 < 0x800 and 0x80 <= c1 < 0x800 and 0x80 <= c2 < 0x800 and 0x80 <= c3 < 0x800:
+            _store_u64_unaligned(dst + at, _two_bytes(c0) | (_two_bytes(c1) << 16) | (_two_bytes(c2) << 32)
+                                 | (_two_bytes(c3) << 48))
+            at += 8
+            continue
+        at = _put_bmp(out, _put_bmp(out, _put_bmp(out, _put_bmp(out, at, c0), c1), c2), c3)
+        if at < 0:
+            return -1
+    while k < length:
+        at = _put_bmp(out, at, np.uint64(load_at(data + 2 * k, np.uint16)))
+        k += 1
+        if at < 0:
+            return -1
+    return at
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def _put_bmp(out, at, c):
+    """The UTF-8 of ``c`` (< 0x10000) at ``out[at]``: the position after it; -1 for a surrogate or
+    when ``at`` is already -1."""
+    if at < 0:
+        return at
+    if c < 0x80:
+        out[nonneg(at)] = c
+        return at + 1
+    if c < 0x800:
+        out[nonneg(at)] = 0xC0 | (c >> 6)
+        out[nonneg(at + 1)] = 0x80 | (c & 0x3F)
+        return at + 2
+    if 0xD800 <= c <= 0xDFFF:
+        return -1
+    out[nonneg(at)] = 0xE0 | (c >> 12)
+    out[nonneg(at + 1)] = 0x80 | ((c >> 6) & 0x3F)
+    out[nonneg(at + 2)] = 0x80 | (c & 0x3F)
+    return at + 3
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def _three_bytes(c):
+    """The three UTF-8 bytes of ``c`` (0x800..0xFFFF) as the low 24 bits, first byte lowest."""
+    return (np.uint64(0xE0) | (c >> 12)) | ((np.uint64(0x80) | ((c >> 6) & 0x3F)) << 8) | \
+        ((np.uint64(0x80) | (c & 0x3F)) << 16)
+
+
+@njit(cache=True, forceinline=True, _nrt=False)
+def _two_bytes(c):
+    """The two UTF-8 bytes of ``c`` (0x80..0x7FF) as the low 16 bits, first byte lowest."""
+    return (np.uint64(0xC0) | (c >> 6)) | ((np.uint64(0x80) | (c & 0x3F)) << 8)
 
 
 def _read_state(s: str, offset: int) -> int:
