@@ -87,26 +87,26 @@ def _emit_prefetch(builder, ptr):
 @intrinsic
 def load_at(typingctx, address, dtype):
     """The ``dtype`` value (a numba number type, given as a global such as ``np.int64``) stored at
-    ``address``."""
+    ``address``, which need not be aligned."""
     if not isinstance(address, types.Integer) or not isinstance(dtype, types.NumberClass):
         return None
     elem = dtype.instance_type
 
     def codegen(context, builder, sig, args):
-        return builder.load(builder.inttoptr(args[0], context.get_value_type(elem).as_pointer()))
+        return builder.load(builder.inttoptr(args[0], context.get_value_type(elem).as_pointer()), align=1)
 
     return elem(address, dtype), codegen
 
 
 @intrinsic
 def store_i64_at(typingctx, address, value):
-    """Store the int64 ``value`` at ``address``."""
+    """Store ``value`` as 8 bytes (an int64) at ``address``, which need not be aligned."""
     if not isinstance(address, types.Integer) or not isinstance(value, types.Integer):
         return None
 
     def codegen(context, builder, sig, args):
         val = context.cast(builder, args[1], sig.args[1], types.int64)
-        builder.store(val, builder.inttoptr(args[0], _I64.as_pointer()))
+        builder.store(val, builder.inttoptr(args[0], _I64.as_pointer()), align=1)
         return context.get_dummy_value()
 
     return types.void(address, value), codegen

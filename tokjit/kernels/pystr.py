@@ -24,11 +24,10 @@ import ctypes
 import sys
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
-from tokjit.kernels.memops import _LITTLE_ENDIAN, copy_from_address, data_address, load_at, nonneg, prefetch_address
+from tokjit.kernels.memops import (_LITTLE_ENDIAN, copy_from_address, data_address, load_at, nonneg,
+                                   prefetch_address, store_i64_at)
 from tokjit.kernels.utf8 import put_utf8
 
 # layout fields (an int64 array, filled by str_layout)
@@ -137,33 +136,6 @@ def pack_texts(list_address, n, layout, out, starts, ends):
     return at
 
 
-@intrinsic
-def _load_u64_unaligned(typingctx, address):
-    """The 8 bytes at ``address`` (any alignment) as a uint64."""
-    if not isinstance(address, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        ptr = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
-        return builder.load(ptr, align=1)
-
-    return types.uint64(address), codegen
-
-
-@intrinsic
-def _store_u64_unaligned(typingctx, address, value):
-    """Store the uint64 ``value`` at ``address`` (any alignment)."""
-    if not isinstance(address, types.Integer) or not isinstance(value, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        val = context.cast(builder, args[1], sig.args[1], types.uint64)
-        builder.store(val, builder.inttoptr(args[0], ir.IntType(64).as_pointer()), align=1)
-        return context.get_dummy_value()
-
-    return types.void(address, value), codegen
-
-
 _LANE = np.uint64(0xFFFF)
 _NOT_ASCII_LANES = np.uint64(0xFF80FF80FF80FF80)
 
@@ -181,10 +153,10 @@ def _pack_ucs2(out, at, data, length):
     dst = data_address(out)
     k = 0
     while k + 4 <= length and at + 16 <= cap and _LITTLE_ENDIAN:
-        w = _load_u64_unaligned(data + 2 * k)
+        w = load_at(data + 2 * k, np.uint64)
         k += 4
         if w & _NOT_ASCII_LANES == 0:
-            _store_u64_unaligned(dst + at, (w & _LANE) | ((w >> 8) & 0xFF00) | ((w >> 16) & 0xFF0000)
+            store_i64_at(dst + at, (w & _LANE) | ((w >> 8) & 0xFF00) | ((w >> 16) & 0xFF0000)
                                  | ((w >> 24) & 0xFF000000))
             at += 4
             continue
@@ -192,12 +164,12 @@ def _pack_ucs2(out, at, data, length):
         if (c0 >= 0x800 and c1 >= 0x800 and c2 >= 0x800 and c3 >= 0x800 and (c0 & 0xF800) != 0xD800
                 and (c1 & 0xF800) != 0xD800 and (c2 & 0xF800) != 0xD800 and (c3 & 0xF800) != 0xD800):
             v0, v1, v2, v3 = _three_bytes(c0), _three_bytes(c1), _three_bytes(c2), _three_bytes(c3)
-            _store_u64_unaligned(dst + at, v0 | (v1 << 24) | (v2 << 48))
-            _store_u64_unaligned(dst + at + 8, (v2 >> 16) | (v3 << 8))
+            store_i64_at(dst + at, v0 | (v1 << 24) | (v2 << 48))
+            store_i64_at(dst + at + 8, (v2 >> 16) | (v3 << 8))
             at += 12
             continue
         if 0x80 <= c0 < 0x800 and 0x80 <= c1 < 0x800 and 0x80 <= c2 < 0x800 and 0x80 <= c3 < 0x800:
-            _store_u64_unaligned(dst + at, _two_bytes(c0) | (_two_bytes(c1) << 16) | (_two_bytes(c2) << 32)
+            store_i64_at(dst + at, _two_bytes(c0) | (_two_bytes(c1) << 16) | (_two_bytes(c2) << 32)
                                  | (_two_bytes(c3) << 48))
             at += 8
             continue
