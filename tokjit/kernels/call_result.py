@@ -20,7 +20,7 @@ unconverted), are compiled holding the GIL, and here, at their two ends, they
   thread switch, and a call that keeps the GIL cannot wait for it after the kernel;
 * build the result with the C API while they hold it: the ids as a new int32 array
   (``PyArray_New``, then one copy) or as a list of the shared ints of the path's int table (one
-  ``Py_IncRef`` per id, :func:`tokjit.kernels.pylist._new_list`), returned as the call's value; any
+  ``Py_IncRef`` per id, :func:`tokjit.kernels.pylist.new_list`), returned as the call's value; any
   other outcome (a buffer to grow, the staged path, ...) returns its code as a Python int.
 
 The C functions are called through addresses kept in the thread's ``io`` array (``IO_*`` slots);
@@ -32,6 +32,7 @@ object itself, as before.
 from __future__ import annotations
 
 import ctypes
+import sys
 
 import numpy as np
 from llvmlite import ir
@@ -41,7 +42,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from tokjit.kernels.memops import data_address, load_at
-from tokjit.kernels.pylist import _new_list
+from tokjit.kernels.pylist import new_list
 
 # what a single-text kernel hands back besides the id count (its third argument)
 RESULT_COUNT = 0  # the id count as an int: the ids stay in the thread's ``out`` buffer
@@ -333,7 +334,7 @@ def deliver(io, out, n, result):
         return _as_object(obj)
     if io[IO_TABLE] == 0:
         return code_object(io, NOT_BUILT)
-    obj = _new_list(io[IO_LIST_NEW], io[IO_INCREF], io[IO_LIST_ITEMS], out, 0, n, io[IO_TABLE], io[IO_TABLE_LEN])
+    obj = new_list(io[IO_LIST_NEW], io[IO_INCREF], io[IO_LIST_ITEMS], out, 0, n, io[IO_TABLE], io[IO_TABLE_LEN])
     if obj == 0:  # an id past the table (nothing made), or no memory for the list
         _call_void(io[IO_ERR_CLEAR])
         return code_object(io, NOT_BUILT)
@@ -415,6 +416,7 @@ def attach(io: np.ndarray, table: np.ndarray) -> None:
 
 @njit(cache=True, _nrt=False)
 def _deliver_sample(io, out, n, result):
+    """:func:`deliver` on its own, for :func:`delivery_ok` to try on sample ids."""
     return deliver(io, out, n, result)
 
 
@@ -449,7 +451,6 @@ def delivery_ok(list_items_offset: int | None) -> bool:
 
 def _check(list_items_offset: int) -> bool:
     try:
-        import sys
         io = _functions(list_items_offset)
         io[IO_MAKES] = 1
         table = np.empty(300, object)

@@ -33,7 +33,7 @@ _I8 = ir.IntType(8)
 _I32 = ir.IntType(32)
 _I64 = ir.IntType(64)
 # the one-load path yields byte i lowest only on little-endian machines; elsewhere bytes are loaded one by one
-_LITTLE_ENDIAN = sys.byteorder == "little"
+LITTLE_ENDIAN = sys.byteorder == "little"
 
 
 @intrinsic
@@ -197,7 +197,7 @@ def load_word(buf, i, n):
     One unaligned load when 8 bytes are readable from ``i``, byte loads otherwise."""
     if n <= 0:
         return np.uint64(0)
-    if _LITTLE_ENDIAN and i + 8 <= buf.shape[0]:
+    if LITTLE_ENDIAN and i + 8 <= buf.shape[0]:
         w = _load_u64_at(buf, i)
         if n < 8:
             w &= (np.uint64(1) << np.uint64(8 * n)) - np.uint64(1)
@@ -244,7 +244,7 @@ def load_two_words(buf, i, n):
     """``buf[i:i + n]`` (n >= 0) as two uint64, byte ``i`` lowest, bytes from ``n`` on zero: the first
     16 bytes of a piece. Two loads and two masks when 16 bytes are readable from ``i`` (no branch on
     ``n``, which changes from piece to piece), :func:`load_word` otherwise."""
-    if _LITTLE_ENDIAN and i + 16 <= buf.shape[0]:
+    if LITTLE_ENDIAN and i + 16 <= buf.shape[0]:
         return (_load_u64_at(buf, i) & low_bytes_mask(n),
                 _load_u64_at(buf, i + 8) & low_bytes_mask(n - 8))
     return load_word(buf, i, min(n, 8)), load_word(buf, i + 8, min(n - 8, 8))

@@ -1,7 +1,7 @@
 """Python lists of ids, built by a kernel from a table of shared ints.
 
 ``encode_batch`` returns one list of ints per text (and ``encode`` one, through
-:mod:`tokjit.kernels.call_result`, which calls :func:`_new_list`).
+:mod:`tokjit.kernels.call_result`, which calls :func:`new_list`).
 From Python, ``memoryview.tolist()`` creates a new int object per id: ~35 ns per id once the outputs
 are kept (a dataset being built), as the allocator keeps taking fresh memory; 100 KB of English
 lines is 23K ids, ~0.8 ms, as long as encoding them. This kernel creates each list with
@@ -86,7 +86,7 @@ AHEAD = 16  # ids between a shared int's prefetch and its reference count (its s
 
 
 @njit(cache=True, forceinline=True, _nrt=False)
-def _new_list(list_new, incref, items_at, ids, start, end, table, table_len):
+def new_list(list_new, incref, items_at, ids, start, end, table, table_len):
     """A new list (its address) of the shared ints of ``ids[start:end]``, or 0 when an id has no int
     in the table (checked first: nothing is made) or the list cannot be made. The shared ints are
     spread over megabytes: the slot of the id 32 on and the int of the id 16 on (its slot asked for
@@ -125,7 +125,7 @@ def build_lists(api, outer, n_lists, ids, offsets, table, table_len):
         start, end = offsets[k], offsets[k + 1]
         if start < 0 or end > ids.shape[0] or end < start:
             return -1
-        lst = _new_list(api[API_LIST_NEW], api[API_INCREF], api[API_ITEMS], ids, start, end, table, table_len)
+        lst = new_list(api[API_LIST_NEW], api[API_INCREF], api[API_ITEMS], ids, start, end, table, table_len)
         if lst == 0 or _call_set_item(api[API_SET_ITEM], outer, k, lst) != 0:
             return -1
     return 0

@@ -26,7 +26,7 @@ import sys
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.memops import (_LITTLE_ENDIAN, copy_from_address, data_address, load_at, nonneg,
+from tokjit.kernels.memops import (LITTLE_ENDIAN, copy_from_address, data_address, load_at, nonneg,
                                    prefetch_address, store_i64_at)
 from tokjit.kernels.utf8 import put_utf8
 
@@ -152,7 +152,7 @@ def _pack_ucs2(out, at, data, length):
     cap = out.shape[0]
     dst = data_address(out)
     k = 0
-    while k + 4 <= length and at + 16 <= cap and _LITTLE_ENDIAN:
+    while k + 4 <= length and at + 16 <= cap and LITTLE_ENDIAN:
         w = load_at(data + 2 * k, np.uint64)
         k += 4
         if w & _NOT_ASCII_LANES == 0:
