@@ -23,7 +23,6 @@ import tokjit
 from conftest import corpus_lines, shared_path
 from test_single_call import NUMPY_FAMILIES, _reference
 from tokjit.errors import KernelError
-from tokjit.fused import driver
 from tokjit.kernels import call_result
 
 
@@ -31,13 +30,18 @@ def _cpython_with_gil() -> bool:
     return sys.implementation.name == "cpython" and getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
-def test_delivery_checks_out_here():
+def test_results_check_out_here(shared):
     """On CPython with the GIL the kernels make the results (else every test below would measure the
-    Python fallback), and the check itself refuses an interpreter without the list layout."""
+    Python fallback): the check of each tokenizer path's first call passes; without the list
+    layout it is not even tried."""
     if not _cpython_with_gil():
         pytest.skip("results are made by the kernel only on CPython with the GIL")
-    assert driver._delivery_ok()
-    assert call_result.delivery_ok(None) is False
+    for make in (lambda: tokjit.get_encoding("o200k_base"),
+                 lambda: tokjit.load(shared_path("data", "hf", "t5", "tokenizer.json"))):
+        tok = make()
+        tok.encode("Hi")
+        assert tok._fused._makes is True
+    assert call_result.result_io(None)[call_result.IO_MAKES] == 0
 
 
 def _texts():
@@ -102,10 +106,10 @@ def test_kernel_results_match_reference(shared, monkeypatch, family):
 def test_python_fallback_matches_reference(shared, monkeypatch):
     """Where the layout check fails the kernels only count (RESULT_COUNT) and Python builds the
     list or array from the thread's buffer: the same ids."""
-    monkeypatch.setattr(driver, "_DELIVERY", [False])
     path = str(shared_path("data", "hf", "llama3", "tokenizer.json"))
     ref, _ = _reference("tokenizers", path)
     tok = tokjit.load(path)
+    tok._fused._makes = False
     encode = tok._fused._encode_function(None, None, None)
     to_numpy = tok._fused._encode_function(None, None, None, as_array=True)
     for text in _texts():

@@ -1,7 +1,8 @@
 """One tokenizer shared by many Python threads gives exactly the serial results.
 
-Kernels release the GIL (``nogil=True``) and every call keeps its scratch buffers thread-local, so
-races would show up as wrong ids, not as exceptions: each thread runs a different mix of
+Kernels release the GIL (batch kernels are ``nogil``; a single call's kernel releases it around a
+text of 1 KB or more) and every call keeps its scratch buffers thread-local (a single call finds them
+in the tokenizer's thread table), so races would show up as wrong ids, not as exceptions: each thread runs a different mix of
 ``encode`` / ``encode_batch`` / ``encode_batch_numpy`` / ``decode`` over the same texts, and every
 result is compared with the one computed serially before the threads started. The families cover
 every model kernel (byte-level BPE, SentencePiece BPE with byte fallback, Unigram, WordPiece) and

@@ -11,14 +11,14 @@ so concurrent calls from many Python threads are safe.
 
 from __future__ import annotations
 
+import sys
 import weakref
 from unicodedata import is_normalized
 
 import numpy as np
 
 from tokjit.errors import KernelError
-from tokjit.fused.threads import list_items_offset, str_layout, utf8_bytes
-from tokjit.kernels.call_result import result_io
+from tokjit.fused.threads import str_layout, utf8_bytes
 from tokjit.kernels import fused, pylist, pystr
 from tokjit.kernels.call_result import (IO_MAKES, IO_TABLE, KERNEL_FAILED, NOT_BUILT, NOT_TEXT, PARSE_SPECIAL, RAW,
                                         RESULT_ARRAY, RESULT_COUNT, RESULT_LIST, SESSION_GIVEN, TEXT_IS_BYTES,
@@ -124,14 +124,11 @@ class FusedPath:
         list or array, every call goes through ``_settle``, which makes them from the thread's ``out``."""
         path, form = self, self.form
         staged = _int32_array if as_array else _same  # what the ids of the staged fallback become
-        makes = _delivery_ok()
-        kind = RESULT_COUNT if not makes else RESULT_ARRAY if as_array else RESULT_LIST
-        table = self.thread_table()
-        first = table.ctypes.data  # the table is kept alive by the path (and this closure)
-        entry = None
+        first = self.thread_table().ctypes.data  # the table is kept alive by the path
+        entry = kind = None  # the kernel's entry point and result kind, found at the first call
 
         def encode(text: str, *, add_special_tokens: bool = False, parse_special: bool = False):
-            nonlocal entry
+            nonlocal entry, kind
             if metrics is not None and metrics.ACTIVE is not None:
                 return general(text, add_special_tokens=add_special_tokens, parse_special=parse_special)
             if form is not None and not (type(text) is str and is_normalized(form, text)):
@@ -141,7 +138,8 @@ class FusedPath:
                 return post_process(out) if add_special_tokens else out
             if entry is None:
                 entry = text_kernel_entry(path.text_kernel)
-            out = entry(first, text, kind | PARSE_SPECIAL if parse_special else kind) if makes else 0
+                kind = path._result_kind(entry, as_array)
+            out = entry(first, text, kind | PARSE_SPECIAL if parse_special else kind) if kind else 0
             if type(out) is int:
                 out = path._settle(entry, text, kind, parse_special, as_array)
                 if type(out) is list and as_array:
@@ -151,6 +149,48 @@ class FusedPath:
         if general is not None:
             encode.__doc__ = general.__doc__
         return encode
+
+    def _result_kind(self, entry, as_array: bool) -> int:
+        """RESULT_ARRAY or RESULT_LIST where the kernel's results checked out (``_results_check``,
+        once per path), else RESULT_COUNT."""
+        makes = getattr(self, "_makes", None)
+        if makes is None:
+            makes = self._makes = self._results_check(entry)
+        return RESULT_COUNT if not makes else RESULT_ARRAY if as_array else RESULT_LIST
+
+    def _results_check(self, entry) -> bool:
+        """Whether the kernel's array and list of a sample text are the ones numpy and ``tolist()``
+        make of its ids (an owned, writable int32 array; a list of the int table's objects, their
+        references counted): the C layouts the kernel relies on hold on this interpreter. Checked
+        through the family's own kernel, so no kernel is compiled for it."""
+        st = self._thread()
+        if not st.io[IO_MAKES]:
+            return False
+        try:
+            address = st.session_addrs[0]
+            sample = "Hello world, 12345 tokens!"
+            n = entry(address, sample, RESULT_COUNT | SESSION_GIVEN)
+            if type(n) is not int or n < 0:  # a text this tokenizer cannot take: check on no ids
+                sample = ""
+                n = entry(address, sample, RESULT_COUNT | SESSION_GIVEN)
+            ids = st.out[:n].tolist()
+            arr = entry(address, sample, RESULT_ARRAY | SESSION_GIVEN)
+            if type(arr) is not np.ndarray or arr.dtype != np.int32 or arr.ndim != 1 or arr.tolist() != ids \
+                    or not (arr.flags.owndata and arr.flags.c_contiguous and arr.flags.writeable) \
+                    or sys.getrefcount(arr) != 2:
+                return False
+            st.table = self.int_table(self.tok.vocab_size + 1)
+            attach(st.io, st.table)
+            counted = sorted({i for i in ids if 256 < i < st.table.shape[0]})  # small ints may be immortal
+            before = [sys.getrefcount(st.table[i]) for i in counted]
+            made = entry(address, sample, RESULT_LIST | SESSION_GIVEN)
+            if type(made) is not list or made != ids or any(x is not st.table[i] for x, i in zip(made, ids)):
+                return False
+            uses = [sys.getrefcount(st.table[i]) - b - made.count(i) for i, b in zip(counted, before)]
+            del made
+            return not any(uses) and [sys.getrefcount(st.table[i]) for i in counted] == before
+        except Exception:  # noqa: BLE001 - any surprise means: Python makes the results
+            return False
 
     def thread_table(self) -> np.ndarray:
         """The path's thread table (:data:`~tokjit.kernels.call_result.THREADS_COUNT` ...), made once."""
@@ -323,15 +363,6 @@ def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _LIST_API: list = []
-_DELIVERY: list = []
-
-
-def _delivery_ok() -> bool:
-    """Whether the single-text kernels make the caller's list or array (checked once: a thread's
-    ``io`` says, :func:`~tokjit.kernels.call_result.result_io`)."""
-    if not _DELIVERY:
-        _DELIVERY.append(bool(result_io(list_items_offset())[IO_MAKES]))
-    return _DELIVERY[0]
 
 
 def _list_api():

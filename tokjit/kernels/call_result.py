@@ -24,19 +24,18 @@ unconverted), are compiled holding the GIL, and here, at their two ends, they
   other outcome (a buffer to grow, the staged path, ...) returns its code as a Python int.
 
 The C functions are called through addresses kept in the thread's ``io`` array (``IO_*`` slots);
-the list and array making is checked once against numpy and ``tolist()`` (:func:`delivery_ok`), and
-where the check fails the caller asks for ``RESULT_COUNT`` (the count as an int) and builds the
-object itself, as before.
+the lists and arrays are checked once per tokenizer path against numpy and ``tolist()`` on a sample
+text (``tokjit.fused.driver.FusedPath._results_check``: no kernel of its own to compile), and where
+the check fails the caller asks for ``RESULT_COUNT`` (the count as an int) and builds the object
+itself, as before.
 """
 
 from __future__ import annotations
 
 import ctypes
-import sys
 
 import numpy as np
 from llvmlite import ir
-import numba
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -86,7 +85,7 @@ IO_TEXT_BYTES = 8  # PyBytes_AsStringAndSize
 IO_LONG_NEW = 9  # PyLong_FromLongLong
 IO_TEXT_AT = 10  # scratch: the address of the text's UTF-8
 IO_TEXT_LEN = 11  # scratch: its length
-IO_MAKES = 12  # 1: the list and array makers below checked out (delivery_ok); 0: counts only
+IO_MAKES = 12  # 1: the list and array makers below are filled in; 0: counts only
 IO_LIST_NEW = 13
 IO_INCREF = 14
 IO_LIST_ITEMS = 15  # offset of a list's item array pointer
@@ -365,14 +364,9 @@ _ARRAY_DATA_OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p)  # PyObject header, then
 
 def result_io(list_items_offset: int | None) -> np.ndarray:
     """A thread's ``io`` array with the C functions a single-text kernel calls (no int table yet:
-    :func:`attach`). The list and array makers are filled in only with ``list_items_offset`` (the
-    interpreter's list layout checked out) and when :func:`delivery_ok` passes."""
-    io = _functions(list_items_offset)
-    io[IO_MAKES] = 1 if delivery_ok(list_items_offset) else 0
-    return io
-
-
-def _functions(list_items_offset: int | None) -> np.ndarray:
+    :func:`attach`). The list and array makers only with ``list_items_offset`` (the interpreter's
+    list layout, learned); the caller checks what they make before asking for them
+    (``FusedPath._results_check``)."""
     io = np.zeros(IO_SIZE, np.int64)
     for slot, name in ((IO_SAVE_THREAD, "PyEval_SaveThread"), (IO_RESTORE_THREAD, "PyEval_RestoreThread"),
                        (IO_ERR_CLEAR, "PyErr_Clear"), (IO_TEXT_UTF8, "PyUnicode_AsUTF8AndSize"),
@@ -380,6 +374,7 @@ def _functions(list_items_offset: int | None) -> np.ndarray:
         io[slot] = _c_function(name)
     if list_items_offset is None:
         return io
+    io[IO_MAKES] = 1
     io[IO_LIST_NEW] = _c_function("PyList_New")
     io[IO_INCREF] = _c_function("Py_IncRef")
     io[IO_LIST_ITEMS] = list_items_offset
@@ -414,18 +409,6 @@ def attach(io: np.ndarray, table: np.ndarray) -> None:
     io[IO_TABLE_LEN] = table.shape[0]
 
 
-@njit(cache=True, _nrt=False)
-def _deliver_sample(io, out, n, result):
-    """:func:`deliver` on its own, for :func:`delivery_ok` to try on sample ids."""
-    return deliver(io, out, n, result)
-
-
-def sample_entry():
-    """``_deliver_sample``'s entry point, which returns the object."""
-    io, out = np.zeros(IO_SIZE, np.int64), np.zeros(1, np.int32)
-    return entry_point(_deliver_sample, (numba.typeof(io), numba.typeof(out), types.int64, types.int64))
-
-
 def entry_point(dispatcher, sig):
     """The compiled entry point of ``dispatcher`` for the types ``sig`` (loaded from numba's cache,
     or compiled now): the call without numba's dispatch, which cannot type a RAW argument."""
@@ -434,48 +417,3 @@ def entry_point(dispatcher, sig):
         dispatcher.compile(sig)
         overload = dispatcher.overloads[sig]
     return overload.entry_point
-
-
-_CHECKED: dict = {}
-
-
-def delivery_ok(list_items_offset: int | None) -> bool:
-    """Whether :func:`deliver` makes the array numpy makes and the list ``tolist()`` makes, with the
-    table's reference counts right, on this interpreter and numpy (checked once)."""
-    if list_items_offset is None:
-        return False
-    if list_items_offset not in _CHECKED:
-        _CHECKED[list_items_offset] = _check(list_items_offset)
-    return _CHECKED[list_items_offset]
-
-
-def _check(list_items_offset: int) -> bool:
-    try:
-        io = _functions(list_items_offset)
-        io[IO_MAKES] = 1
-        table = np.empty(300, object)
-        table[:] = [int(x) for x in range(1000, 1300)]  # ints of their own: their counts are ours to read
-        attach(io, table)
-        deliver_sample = sample_entry()
-        ids = np.array([5, 7, 5, 299, 0, 1, 2, 3], np.int32)
-        before = sys.getrefcount(table[5])
-        made_array = deliver_sample(io, ids, 8, RESULT_ARRAY)
-        made_list = deliver_sample(io, ids, 3, RESULT_LIST)
-        if sys.getrefcount(table[5]) != before + 2:
-            return False
-        if type(made_list) is not list or made_list != [1005, 1007, 1005] or made_list[0] is not table[5]:
-            return False
-        if type(made_array) is not np.ndarray or made_array.dtype != np.int32 or made_array.shape != (8,) \
-                or not made_array.flags.c_contiguous or not made_array.flags.writeable \
-                or not made_array.flags.owndata or made_array.tolist() != ids.tolist() \
-                or sys.getrefcount(made_array) != 2:
-            return False
-        del made_list
-        if sys.getrefcount(table[5]) != before:
-            return False
-        if deliver_sample(io, np.array([300], np.int32), 1, RESULT_LIST) != NOT_BUILT:
-            return False
-        empty = deliver_sample(io, ids, 0, RESULT_ARRAY)
-        return type(empty) is np.ndarray and empty.shape == (0,) and deliver_sample(io, ids, 4, RESULT_COUNT) == 4
-    except Exception:  # noqa: BLE001 - any surprise means: the caller builds its results
-        return False
