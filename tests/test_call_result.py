@@ -238,3 +238,38 @@ def test_thread_table_follows_threads(shared, monkeypatch):
     st = tok._fused._local.st
     assert [tuple(r) for r in rows] == [(call_result.current_thread_state(), *st.session_addrs)]
     assert tok.encode(texts[1], parse_special=True) == want[1]
+
+
+def test_first_calls_from_two_threads(shared, monkeypatch):
+    """A thread calling while another makes the tokenizer's first single call (and is still finding
+    the result kind) gets the reference's ids, as does the first."""
+    ref, _ = _reference("tokenizers", str(shared_path("data", "hf", "llama3", "tokenizer.json")))
+    tok = tokjit.load(shared_path("data", "hf", "llama3", "tokenizer.json"))
+    path_type = type(tok._fused)
+    found = path_type._result_kind
+    finding = threading.Event()
+
+    def slowly(self, entry, as_array):
+        finding.set()
+        time.sleep(0.05)  # the second thread calls meanwhile
+        return found(self, entry, as_array)
+
+    monkeypatch.setattr(path_type, "_result_kind", slowly)
+    texts = [t for t in corpus_lines(limit_per_file=5) if t][:10]
+    results, errors = {}, []
+
+    def work(k):
+        try:
+            if k == 1:
+                assert finding.wait(timeout=30)
+            results[k] = [tok.encode(t, parse_special=True) for t in texts]
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert results[0] == results[1] == [ref(t) for t in texts]

@@ -212,11 +212,14 @@ def test_unused_resegmentation_from_many_threads(tmp_path):
     failures = []
 
     def work(k):
-        for i, text in enumerate(texts):
-            staged = (i + k) % 2 == 1
-            ids = tok.encode_with_offsets(text)[0] if staged else tok.encode(text)
-            if ids != expected[i]:
-                failures.append((k, staged, text[:60]))
+        try:
+            for i, text in enumerate(texts):
+                staged = (i + k) % 2 == 1
+                ids = tok.encode_with_offsets(text)[0] if staged else tok.encode(text)
+                if ids != expected[i]:
+                    failures.append((k, staged, text[:60]))
+        except Exception as exc:  # noqa: BLE001 - a thread's error fails the test, not just the thread
+            failures.append((k, repr(exc)))
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
     for t in threads:

@@ -137,8 +137,10 @@ class FusedPath:
                 out = staged(path._encode_staged(utf8_bytes(text), parse_special))
                 return post_process(out) if add_special_tokens else out
             if entry is None:
-                entry = text_kernel_entry(path.text_kernel)
-                kind = path._result_kind(entry, as_array)
+                # kind before entry: a thread that finds entry set must find kind set too
+                found = text_kernel_entry(path.text_kernel)
+                kind = path._result_kind(found, as_array)
+                entry = found
             out = entry(first, text, kind | PARSE_SPECIAL if parse_special else kind) if kind else 0
             if type(out) is int:
                 out = path._settle(entry, text, kind, parse_special, as_array)
