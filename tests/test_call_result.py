@@ -181,6 +181,24 @@ def test_kernel_failure_is_a_typed_error():
         path._recover(call_result.KERNEL_FAILED, path._local.st, b"Hi", False)
 
 
+def _run_threads(work, n: int) -> list:
+    """Run ``work(k)`` on ``n`` threads; the errors they raised (a thread's error fails its test)."""
+    errors = []
+
+    def run(k):
+        try:
+            work(k)
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return errors
+
+
 def _rows(table) -> int:
     return int(table[call_result.THREADS_COUNT])
 
@@ -213,22 +231,15 @@ def test_thread_table_follows_threads(shared, monkeypatch):
     errors = []
 
     def work(k):
-        try:
-            for rnd in range(3):
-                for i in range(k, len(texts), 6):
-                    got = tok.encode(texts[i], parse_special=True)
-                    arr = tok.encode_to_numpy(texts[i], parse_special=True)
-                    if got != want[i] or arr.tolist() != want[i]:
-                        errors.append((k, rnd, i))
-                barrier.wait(timeout=30)  # six live threads share three rows between rounds
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(repr(exc))
+        for rnd in range(3):
+            for i in range(k, len(texts), 6):
+                got = tok.encode(texts[i], parse_special=True)
+                arr = tok.encode_to_numpy(texts[i], parse_special=True)
+                if got != want[i] or arr.tolist() != want[i]:
+                    errors.append((k, rnd, i))
+            barrier.wait(timeout=30)  # six live threads share three rows between rounds
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    errors += _run_threads(work, 6)
     assert errors == []
     assert _wait_rows(table, 1) <= 1  # the main thread's row, at most (it may have been reused)
     # the main thread's buffers rebuilt larger: its row moves to them, the old buffers' row is not kept
@@ -256,20 +267,12 @@ def test_first_calls_from_two_threads(shared, monkeypatch):
 
     monkeypatch.setattr(path_type, "_result_kind", slowly)
     texts = [t for t in corpus_lines(limit_per_file=5) if t][:10]
-    results, errors = {}, []
+    results = {}
 
     def work(k):
-        try:
-            if k == 1:
-                assert finding.wait(timeout=30)
-            results[k] = [tok.encode(t, parse_special=True) for t in texts]
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(repr(exc))
+        if k == 1:
+            assert finding.wait(timeout=30)
+        results[k] = [tok.encode(t, parse_special=True) for t in texts]
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert errors == []
+    assert _run_threads(work, 2) == []
     assert results[0] == results[1] == [ref(t) for t in texts]
