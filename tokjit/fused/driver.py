@@ -18,7 +18,7 @@ from unicodedata import is_normalized
 import numpy as np
 
 from tokjit.errors import KernelError
-from tokjit.fused.threads import str_layout, utf8_bytes
+from tokjit.fused.threads import list_items_offset, str_layout, utf8_bytes
 from tokjit.kernels import fused, pylist, pystr
 from tokjit.kernels.call_result import (IO_MAKES, IO_TABLE, KERNEL_FAILED, NOT_BUILT, NOT_TEXT, PARSE_SPECIAL, RAW,
                                         RESULT_ARRAY, RESULT_COUNT, RESULT_LIST, SESSION_GIVEN, TEXT_IS_BYTES,
@@ -181,8 +181,7 @@ class FusedPath:
                     or not (arr.flags.owndata and arr.flags.c_contiguous and arr.flags.writeable) \
                     or sys.getrefcount(arr) != 2:
                 return False
-            st.table = self.int_table(self.tok.vocab_size + 1)
-            attach(st.io, st.table)
+            self._share_ints(st)
             counted = sorted({i for i in ids if 256 < i < st.table.shape[0]})  # small ints may be immortal
             before = [sys.getrefcount(st.table[i]) for i in counted]
             made = entry(address, sample, RESULT_LIST | SESSION_GIVEN)
@@ -193,6 +192,11 @@ class FusedPath:
             return not any(uses) and [sys.getrefcount(st.table[i]) for i in counted] == before
         except Exception:  # noqa: BLE001 - any surprise means: Python makes the results
             return False
+
+    def _share_ints(self, st) -> None:
+        """Point thread state ``st``'s kernels at the int table (kept by ``st``): their lists hold its ints."""
+        st.table = self.int_table(self.tok.vocab_size + 1)
+        attach(st.io, st.table)
 
     def thread_table(self) -> np.ndarray:
         """The path's thread table (:data:`~tokjit.kernels.call_result.THREADS_COUNT` ...), made once."""
@@ -230,7 +234,9 @@ class FusedPath:
         thread table, the text's bytes (a str with lone surrogates), larger buffers, the int table
         for lists; or the ids from the staged pipeline, or from ``out`` when the kernel only counts."""
         st = self._thread()
-        self._register(st)
+        uses_table = kind != RESULT_COUNT  # the kernel looks the thread up only when it makes results
+        if uses_table:
+            self._register(st)
         kind |= SESSION_GIVEN
         data = text
         while True:
@@ -247,7 +253,8 @@ class FusedPath:
             st = self._recover(out, st, data if type(data) is bytes else utf8_bytes(text), parse_special)
             if type(st) is list:
                 return st
-            self._register(st)
+            if uses_table:
+                self._register(st)
         if as_array:
             return st.out[:n].copy()
         return st.out_view[:n].tolist() if n < BIG_LIST else self.id_list(st.out[:n])
@@ -260,8 +267,7 @@ class FusedPath:
             # the ids are in the thread's buffer; a list needs the int table, attached here once per
             # thread buffers (the kernel then builds the lists of later calls)
             if st.io[IO_TABLE] == 0:
-                st.table = self.int_table(self.tok.vocab_size + 1)
-                attach(st.io, st.table)
+                self._share_ints(st)
             n = int(st.io[0])
             return st.out_view[:n].tolist() if n < BIG_LIST else self.id_list(st.out[:n])
         if code == KERNEL_FAILED:
@@ -370,8 +376,8 @@ _LIST_API: list = []
 def _list_api():
     """The C functions and offsets ``pylist.build_lists`` takes (checked once), or None."""
     if not _LIST_API:
-        layout = str_layout()
-        api = pylist.api_addresses(int(layout[pystr.L_ITEMS])) if layout is not None else None
+        items = list_items_offset()
+        api = pylist.api_addresses(items) if items is not None else None
         _LIST_API.append(api if api is not None and pylist.lists_ok(api) else None)
     return _LIST_API[0]
 

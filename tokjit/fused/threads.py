@@ -31,8 +31,8 @@ _ITEMS: list = []
 def list_items_offset() -> int | None:
     """Where a list's item array pointer sits in this interpreter's list object (learned once), or
     None. Learned without the str packing check (``str_layout``), which compiles the packing
-    kernels: a single-text call needs only this, and the kernels' lists are checked themselves
-    (:func:`~tokjit.kernels.call_result.delivery_ok`)."""
+    kernels: a single-text call needs only this, and the lists made with it are checked
+    themselves (``FusedPath._results_check``, ``pylist.lists_ok``)."""
     if not _ITEMS:
         layout = pystr.str_layout()
         _ITEMS.append(int(layout[pystr.L_ITEMS]) if layout is not None else None)

@@ -366,7 +366,17 @@ def result_io(list_items_offset: int | None) -> np.ndarray:
     """A thread's ``io`` array with the C functions a single-text kernel calls (no int table yet:
     :func:`attach`). The list and array makers only with ``list_items_offset`` (the interpreter's
     list layout, learned); the caller checks what they make before asking for them
-    (``FusedPath._results_check``)."""
+    (``FusedPath._results_check``). The addresses are learned once; each thread gets a copy."""
+    template = _IO_TEMPLATES.get(list_items_offset)
+    if template is None:
+        template = _IO_TEMPLATES[list_items_offset] = _functions(list_items_offset)
+    return template.copy()
+
+
+_IO_TEMPLATES: dict = {}
+
+
+def _functions(list_items_offset: int | None) -> np.ndarray:
     io = np.zeros(IO_SIZE, np.int64)
     for slot, name in ((IO_SAVE_THREAD, "PyEval_SaveThread"), (IO_RESTORE_THREAD, "PyEval_RestoreThread"),
                        (IO_ERR_CLEAR, "PyErr_Clear"), (IO_TEXT_UTF8, "PyUnicode_AsUTF8AndSize"),
