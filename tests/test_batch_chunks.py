@@ -114,3 +114,38 @@ def test_cut_chunks_covers_every_document():
         assert chunks[0, 0] == 0 and chunks[k - 1, 1] == n
         assert all(chunks[c, 0] < chunks[c, 1] for c in range(k))
         assert all(chunks[c, 1] == chunks[c + 1, 0] for c in range(k - 1))
+
+
+def test_a_helper_grows_to_the_callers_buffers_after_its_share(shared):
+    """A helper whose buffers are smaller than its caller's (the caller met a longer document on its
+    own) grows to the caller's size after its share of a batch, in its own thread, so a later batch
+    with a long document does not wait for it to grow first; the ids stay tiktoken's."""
+    tiktoken = pytest.importorskip("tiktoken")
+    import tiktoken.load
+
+    from tokjit.thread_pool import thread_pool
+
+    entry = json.loads(shared_path("data", "tiktoken", "encodings.json").read_text())["o200k_base"]
+    ranks = tiktoken.load.load_tiktoken_bpe(
+        str(shared_path("data", "tiktoken", entry["mergeable_ranks_file"].split()[0])))
+    ref = tiktoken.Encoding(name="o200k_base", pat_str=entry["pat_str"], mergeable_ranks=ranks,
+                            special_tokens=entry["special_tokens"])
+    from tokjit.api import load_bytes
+    from tokjit.load.encodings import bundled_encoding
+
+    data, options = bundled_encoding("o200k_base")
+    tok = load_bytes(data, **options)  # a tokenizer of its own: no thread has buffers for it yet
+    path = tok._fused
+    lines = [line for line in corpus_lines() if 20 < len(line) < 400][:400]
+    flat, offsets = tok.encode_batch_numpy(lines, num_threads=2)  # the helper's first buffers
+    assert _lists(flat, offsets) == ref.encode_ordinary_batch(lines)
+    pool = thread_pool(1)
+    helper_cap = pool.submit(lambda: path._local.st.cap).result()
+    long_doc = " ".join(lines) * 3
+    assert tok.encode(long_doc) == ref.encode_ordinary(long_doc)  # the caller grows
+    caller_cap = path._local.st.cap
+    assert caller_cap > helper_cap
+    flat, offsets = tok.encode_batch_numpy(lines, num_threads=2)
+    assert _lists(flat, offsets) == ref.encode_ordinary_batch(lines)
+    # the pool's one thread runs tasks in order: this one after the helper has grown
+    assert pool.submit(lambda: path._local.st.cap).result() >= caller_cap

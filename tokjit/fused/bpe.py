@@ -139,6 +139,7 @@ class FusedBPE(FusedPath):
                       structs.make_bpe_pipe(structs.make_trie(tok._match_all), rx, vocab))
         self._local = threading.local()
         self._states = 0  # threads that have made their buffers
+        self._widest = 0  # the largest capacity of any thread's buffers (helpers grow to it)
 
     text_kernel = staticmethod(fused.encode_text_bpe)
 
@@ -199,8 +200,14 @@ class FusedBPE(FusedPath):
 
         def run(wait: bool) -> int:
             st = self._thread(longest, inherit)
-            return kernel(st.sessions[parse_special], buf, doc_starts, doc_ends, chunks, out_ids, doc_out_end,
-                          counters, wait)
+            n = kernel(st.sessions[parse_special], buf, doc_starts, doc_ends, chunks, out_ids, doc_out_end,
+                       counters, wait)
+            if not wait and st.cap < self._widest:
+                # a helper grows to the caller's size after its share of this batch, not before its
+                # share of a later one (growing takes 0.5-0.9 ms, while the caller does every chunk:
+                # the helpers of the comparison's Japanese batches grew in about one call of four)
+                self._thread(self._widest)
+            return n
 
         pool = thread_pool(threads - 1)
         # a helper that fails before claiming a chunk leaves it to the others; one chunk needs none
@@ -269,15 +276,20 @@ class FusedBPE(FusedPath):
     def _thread(self, longest: int = 0, inherit: list | None = None) -> _BPEThread:
         """This thread's buffers, made (or made larger) for a document of ``longest`` bytes. A thread's
         first buffers take their cache from ``inherit`` (a list holding one copy of another thread's
-        cache arrays, taken by the first thread that needs it) when given, else from the seed."""
+        cache arrays, taken by the first thread that needs it) when given, else from the seed; a
+        thread of a shared batch (``inherit`` given) starts as large as the largest buffers so far."""
         st = getattr(self._local, "st", None)
         if st is None or st.cap < longest:
+            size = max(longest, 2 * st.cap if st is not None else 0)
             if st is not None:
                 cache = (st.cache, st.cache_arrays)
             else:
                 self._states += 1
                 cache = (None, inherit.pop()) if inherit else None
-            st = self._local.st = _BPEThread(self.model, self.pipes, max(longest, 2 * st.cap if st else 0), cache)
+                if inherit is not None:  # a helper: as large as the largest buffers so far
+                    size = max(size, self._widest)
+            st = self._local.st = _BPEThread(self.model, self.pipes, size, cache)
+            self._widest = max(self._widest, st.cap)
         return st
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
