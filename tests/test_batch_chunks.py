@@ -149,3 +149,31 @@ def test_a_helper_grows_to_the_callers_buffers_after_its_share(shared):
     assert _lists(flat, offsets) == ref.encode_ordinary_batch(lines)
     # the pool's one thread runs tasks in order: this one after the helper has grown
     assert pool.submit(lambda: path._local.st.cap).result() >= caller_cap
+
+
+def test_chunks_whose_every_byte_is_an_id_keep_apart(shared):
+    """Digits and punctuation alternating: every byte is a piece and an id, so a chunk's ids fill its
+    whole region, and its last piece, a cache hit, writes four ids whatever its count
+    (piece_cache.cache_emit). The next chunk's first ids, written by the other thread, must survive
+    (with one slot of room per chunk they were overwritten: hundreds of documents differed)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    import tiktoken.load
+
+    entry = json.loads(shared_path("data", "tiktoken", "encodings.json").read_text())["o200k_base"]
+    ranks = tiktoken.load.load_tiktoken_bpe(
+        str(shared_path("data", "tiktoken", entry["mergeable_ranks_file"].split()[0])))
+    ref = tiktoken.Encoding(name="o200k_base", pat_str=entry["pat_str"], mergeable_ranks=ranks,
+                            special_tokens=entry["special_tokens"])
+    tok = tokjit.get_encoding("o200k_base")
+    rng = random.Random(1)
+    for _ in range(8):
+        docs, n = [], 0
+        while n < 60_000:
+            doc = "".join(rng.choice("0123456789") + rng.choice(".,;:") for _ in range(rng.randint(1, 150)))
+            docs.append(doc)
+            n += len(doc)
+        want = ref.encode_ordinary_batch(docs)
+        assert sum(len(w) for w in want) == n  # one id per byte
+        for _ in range(3):
+            assert _lists(*tok.encode_batch_numpy(docs, num_threads=2)) == want
+            assert tok.encode_batch(docs, num_threads=2) == want

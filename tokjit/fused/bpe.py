@@ -188,7 +188,7 @@ class FusedBPE(FusedPath):
         chunks = np.empty((max_chunks, 4), np.int64)
         n_chunks, longest = fused.cut_chunks(doc_starts, doc_ends, max_chunks, CHUNK_BYTES, chunks)
         chunks = chunks[:n_chunks]
-        out_ids = np.empty(int(doc_ends[-1] - doc_starts[0]) + n_chunks + 1, np.int32)
+        out_ids = np.empty(int(doc_ends[-1] - doc_starts[0]) + fused.CHUNK_SLACK * n_chunks + 1, np.int32)
         doc_out_end = np.empty(n_docs, np.int64)
         counters = np.zeros(COUNTERS, np.int64)
         counters[N_CHUNKS] = n_chunks
@@ -221,7 +221,7 @@ class FusedBPE(FusedPath):
         if n >= 0:
             return self._in_normal_form(out_ids[:n], doc_out_end, buf, doc_starts, doc_ends, parse_special, set())
         # a chunk stopped at a document: its ids so far, then encode_docs from that document on
-        base = doc_starts[chunks[:, 0]] + np.arange(n_chunks)
+        base = doc_starts[chunks[:, 0]] + fused.CHUNK_SLACK * np.arange(n_chunks)
         prev = np.empty(n_docs, np.int64)
         prev[1:] = doc_out_end[:-1]
         prev[chunks[:, 0]] = base

@@ -21,8 +21,8 @@ from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, cod
                                         release_gil, retake_gil, text_utf8, thread_session)
 from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, vocab_scalars
 from tokjit.kernels.memops import copy_from_address, prefetch_row
-from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put, piece_words,
-                                        cache_put_key, cacheable_key, home_row)
+from tokjit.kernels.piece_cache import (INLINE_IDS, MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put,
+                                        cache_put_key, cacheable_key, home_row, piece_words)
 from tokjit.kernels.structs import BPE_SESSION, borrow, struct_at
 from tokjit.kernels.utf8 import decode_bmp
 
@@ -104,6 +104,10 @@ def load_single_text(sp, address, n, out_needed):
 CHUNKS_RUNNING = -1
 CHUNKS_STOPPED = -2
 WAIT_SPINS = 1 << 16  # ~2-5 ms of ``pause`` between two looks at the other threads
+# ids a chunk's region holds past one per byte: a cache hit writes INLINE_IDS ids whatever its count
+# (cache_emit), so a chunk whose every byte is an id may write up to INLINE_IDS - 1 slots past its
+# last id, which must not be the next chunk's first ids (another thread may have written them)
+CHUNK_SLACK = INLINE_IDS
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -138,8 +142,9 @@ def encode_chunks_bpe(session, buf, doc_starts, doc_ends, chunks, out_ids, doc_o
     claim the next chunk (``counters[CLAIMED]``, shared by every thread of the batch) until none is
     left, and encode its documents with :func:`encode_docs_bpe`. ``chunks[c]`` = first document, end
     document (read), first document not finished and end of its ids in ``out_ids`` (written); chunk
-    ``c``'s ids start at ``doc_starts[first] + c`` (room for one id per byte plus one). With ``wait``,
-    then :func:`finish_chunks`. Returns 0 (without ``wait``), or what ``finish_chunks`` returns.
+    ``c``'s ids start at ``doc_starts[first] + c * CHUNK_SLACK`` (room for one id per byte plus
+    :data:`CHUNK_SLACK`). With ``wait``, then :func:`finish_chunks`. Returns 0 (without ``wait``),
+    or what ``finish_chunks`` returns.
     O(bytes of the chunks claimed)."""
     io = borrow(borrow(session, "spans"), "io")
     n_chunks = counters[N_CHUNKS]
@@ -148,7 +153,7 @@ def encode_chunks_bpe(session, buf, doc_starts, doc_ends, chunks, out_ids, doc_o
         if c < 0 or c >= n_chunks:
             break
         first = chunks[c, 0]
-        io[0] = doc_starts[first] + c
+        io[0] = doc_starts[first] + c * CHUNK_SLACK
         chunks[c, 2] = encode_docs_bpe(session, buf, doc_starts, doc_ends, first, chunks[c, 1], out_ids,
                                        doc_out_end)
         chunks[c, 3] = io[0]
@@ -173,7 +178,7 @@ def finish_chunks(doc_starts, chunks, out_ids, doc_out_end, counters):
             return CHUNKS_STOPPED
     at = 0
     for c in range(n_chunks):
-        base = doc_starts[chunks[c, 0]] + c
+        base = doc_starts[chunks[c, 0]] + c * CHUNK_SLACK
         shift = base - at
         for i in range(base, chunks[c, 3]):
             out_ids[i - shift] = out_ids[i]
