@@ -1,6 +1,6 @@
 """Byte-level BPE batches shared between threads by the kernel (``FusedBPE.encode_chunks``).
 
-A batch of 32 KB or more on two threads is cut into chunks that each thread's kernel claims; the ids
+A batch of 16 KB or more on two threads is cut into chunks that each thread's kernel claims; the ids
 are moved together at the end. These tests compare every text's ids with the reference library's
 (HF ``tokenizers`` on the same tokenizer.json, tiktoken for the bundled encoding), on corpus lines
 mixed with documents the kernel hands back to the staged pipeline (its regex needs the memoizing

@@ -60,6 +60,7 @@ class FusedPath:
     # (buf, doc_starts, doc_ends, parse_special, threads) -> (ids, ends): a family whose kernel shares a
     # batch between threads by itself (FusedBPE.encode_chunks); None: chunks are handed out in Python
     encode_chunks = None
+    min_bytes_per_thread = None  # below this many bytes per thread, fewer threads (None: MIN_BYTES_PER_THREAD)
     _int_table = np.empty(0, object)
 
     def id_list(self, ids: np.ndarray) -> list[int]:
@@ -306,14 +307,14 @@ class FusedPath:
         batch is cut into contiguous chunks of about equal bytes, ``CHUNKS_PER_THREAD`` per thread
         so a thread that finishes early takes another; the calling thread works too, and each other
         thread is woken once and pulls chunks until none are left. Fewer threads run when the batch
-        is too small to pay for waking them (``MIN_BYTES_PER_THREAD``)."""
+        is too small to pay for waking them (``min_bytes_per_thread``)."""
         buf, doc_starts, doc_ends = utf8_documents(texts)
         n = doc_starts.shape[0]
         offsets = np.zeros(n + 1, np.int64)
         if n == 0:
             return np.zeros(0, np.int32), offsets
         total = int(doc_ends[-1])
-        threads = max(1, min(num_threads, n, total // MIN_BYTES_PER_THREAD))
+        threads = max(1, min(num_threads, n, total // (self.min_bytes_per_thread or MIN_BYTES_PER_THREAD)))
         if threads == 1 or self.encode_chunks is not None:
             ids, ends = (self.encode_docs(buf, doc_starts, doc_ends, parse_special) if threads == 1 else
                          self.encode_chunks(buf, doc_starts, doc_ends, parse_special, threads))
