@@ -276,3 +276,22 @@ def test_first_calls_from_two_threads(shared, monkeypatch):
 
     assert _run_threads(work, 2) == []
     assert results[0] == results[1] == [ref(t) for t in texts]
+
+
+def test_forgetting_buffers_drops_every_row_that_names_them():
+    """A thread table row names a thread state and its buffers; when the buffers go, every row that
+    names both goes (two can exist if a finalizer ran inside another thread's registration), and
+    rows of other buffers or other threads stay, in any order."""
+    from tokjit.fused.driver import _forget_row
+    from tokjit.kernels.call_result import THREAD_ROWS, THREAD_WORDS, THREADS_COUNT, THREADS_FIRST
+
+    table = np.zeros(THREADS_FIRST + THREAD_ROWS * THREAD_WORDS, np.int64)
+    rows = table[THREADS_FIRST:].reshape(-1, THREAD_WORDS)
+    written = [(7, 100, 1), (8, 200, 2), (7, 100, 3), (7, 300, 4), (9, 100, 5), (7, 100, 6)]
+    for i, row in enumerate(written):
+        rows[i] = row
+    table[THREADS_COUNT] = len(written)
+    _forget_row(table, 7, 100)
+    kept = {tuple(r) for r in rows[:int(table[THREADS_COUNT])].tolist()}
+    assert kept == {(8, 200, 2), (7, 300, 4), (9, 100, 5)}
+    assert not rows[int(table[THREADS_COUNT]):].any()

@@ -664,7 +664,9 @@ def _overflow_windows(rows: _Rows, limit: int, stride: int, from_left: bool):
         starts = np.zeros(first.shape[0], np.int64)
         lengths = np.where(second == 1, n[first], 0)
     else:
-        step = limit - stride
+        # stride == limit leaves no row longer than limit (_check_stride refuses those first), but
+        # np.where computes both branches: a step of 0 would warn of a division by zero
+        step = max(limit - stride, 1)
         count = np.where(n > limit, 1 + -(-(n - limit) // step), 1)
         first = np.repeat(np.arange(n.shape[0]), count)
         j = _ragged_arange(count)

@@ -400,16 +400,20 @@ def byte_documents(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 
 def _forget_row(table: np.ndarray, state: int, session_address: int) -> None:
-    """Drop the thread table's row of thread ``state`` if it still holds ``session_address`` (buffers
-    being freed); the last row takes its place."""
+    """Drop every row of the thread table that holds thread ``state`` with ``session_address`` (buffers
+    being freed); the last row takes each one's place. (One is written per buffers, but a finalizer
+    running inside another thread's ``_register`` could leave a second: none may outlive them.)"""
     count = int(table[THREADS_COUNT])
     rows = table[THREADS_FIRST:].reshape(-1, THREAD_WORDS)
-    for row in range(count):
+    row = 0
+    while row < count:
         if rows[row, 0] == state and rows[row, 1] == session_address:
-            rows[row] = rows[count - 1]
-            rows[count - 1] = 0
-            table[THREADS_COUNT] = count - 1
-            return
+            count -= 1
+            rows[row] = rows[count]
+            rows[count] = 0
+            table[THREADS_COUNT] = count
+        else:
+            row += 1
 
 
 def _same(ids: list[int]) -> list[int]:
