@@ -44,15 +44,20 @@ def _spy_finish(monkeypatch, path):
     return seen
 
 
-def test_two_thread_batches_match_tiktoken(shared):
+def _o200k_reference():
+    """tiktoken's o200k_base, from the shared data (no download)."""
     tiktoken = pytest.importorskip("tiktoken")
     import tiktoken.load
 
     entry = json.loads(shared_path("data", "tiktoken", "encodings.json").read_text())["o200k_base"]
     ranks = tiktoken.load.load_tiktoken_bpe(
         str(shared_path("data", "tiktoken", entry["mergeable_ranks_file"].split()[0])))
-    ref = tiktoken.Encoding(name="o200k_base", pat_str=entry["pat_str"], mergeable_ranks=ranks,
-                            special_tokens=entry["special_tokens"])
+    return tiktoken.Encoding(name="o200k_base", pat_str=entry["pat_str"], mergeable_ranks=ranks,
+                             special_tokens=entry["special_tokens"])
+
+
+def test_two_thread_batches_match_tiktoken(shared):
+    ref = _o200k_reference()
     tok = tokjit.get_encoding("o200k_base")
     lines = corpus_lines()
     rng = random.Random(7)
@@ -120,18 +125,11 @@ def test_a_helper_grows_to_the_callers_buffers_after_its_share(shared):
     """A helper whose buffers are smaller than its caller's (the caller met a longer document on its
     own) grows to the caller's size after its share of a batch, in its own thread, so a later batch
     with a long document does not wait for it to grow first; the ids stay tiktoken's."""
-    tiktoken = pytest.importorskip("tiktoken")
-    import tiktoken.load
-
-    from tokjit.thread_pool import thread_pool
-
-    entry = json.loads(shared_path("data", "tiktoken", "encodings.json").read_text())["o200k_base"]
-    ranks = tiktoken.load.load_tiktoken_bpe(
-        str(shared_path("data", "tiktoken", entry["mergeable_ranks_file"].split()[0])))
-    ref = tiktoken.Encoding(name="o200k_base", pat_str=entry["pat_str"], mergeable_ranks=ranks,
-                            special_tokens=entry["special_tokens"])
     from tokjit.api import load_bytes
     from tokjit.load.encodings import bundled_encoding
+    from tokjit.thread_pool import thread_pool
+
+    ref = _o200k_reference()
 
     data, options = bundled_encoding("o200k_base")
     tok = load_bytes(data, **options)  # a tokenizer of its own: no thread has buffers for it yet
@@ -156,14 +154,7 @@ def test_chunks_whose_every_byte_is_an_id_keep_apart(shared):
     whole region, and its last piece, a cache hit, writes four ids whatever its count
     (piece_cache.cache_emit). The next chunk's first ids, written by the other thread, must survive
     (with one slot of room per chunk they were overwritten: hundreds of documents differed)."""
-    tiktoken = pytest.importorskip("tiktoken")
-    import tiktoken.load
-
-    entry = json.loads(shared_path("data", "tiktoken", "encodings.json").read_text())["o200k_base"]
-    ranks = tiktoken.load.load_tiktoken_bpe(
-        str(shared_path("data", "tiktoken", entry["mergeable_ranks_file"].split()[0])))
-    ref = tiktoken.Encoding(name="o200k_base", pat_str=entry["pat_str"], mergeable_ranks=ranks,
-                            special_tokens=entry["special_tokens"])
+    ref = _o200k_reference()
     tok = tokjit.get_encoding("o200k_base")
     rng = random.Random(1)
     for _ in range(8):
