@@ -124,7 +124,9 @@ def test_cut_chunks_covers_every_document():
 def test_a_helper_grows_to_the_callers_buffers_after_its_share(shared):
     """A helper whose buffers are smaller than its caller's (the caller met a longer document on its
     own) grows to the caller's size after its share of a batch, in its own thread, so a later batch
-    with a long document does not wait for it to grow first; the ids stay tiktoken's."""
+    with a long document does not wait for it to grow first; not past HELPER_PREGROW_BYTES (a caller
+    that met a huge document does not make every helper as large); the ids stay tiktoken's."""
+    from tokjit.fused.bpe import HELPER_PREGROW_BYTES
     from tokjit.api import load_bytes
     from tokjit.load.encodings import bundled_encoding
     from tokjit.thread_pool import thread_pool
@@ -139,14 +141,20 @@ def test_a_helper_grows_to_the_callers_buffers_after_its_share(shared):
     assert _lists(flat, offsets) == ref.encode_ordinary_batch(lines)
     pool = thread_pool(1)
     helper_cap = pool.submit(lambda: path._local.st.cap).result()
-    long_doc = " ".join(lines) * 3
+    long_doc = " ".join(lines)
     assert tok.encode(long_doc) == ref.encode_ordinary(long_doc)  # the caller grows
     caller_cap = path._local.st.cap
-    assert caller_cap > helper_cap
+    assert helper_cap < caller_cap <= HELPER_PREGROW_BYTES
     flat, offsets = tok.encode_batch_numpy(lines, num_threads=2)
     assert _lists(flat, offsets) == ref.encode_ordinary_batch(lines)
     # the pool's one thread runs tasks in order: this one after the helper has grown
     assert pool.submit(lambda: path._local.st.cap).result() >= caller_cap
+    huge_doc = long_doc * (2 * HELPER_PREGROW_BYTES // len(long_doc) + 1)
+    assert tok.encode(huge_doc) == ref.encode_ordinary(huge_doc)
+    assert path._local.st.cap > HELPER_PREGROW_BYTES
+    flat, offsets = tok.encode_batch_numpy(lines, num_threads=2)
+    assert _lists(flat, offsets) == ref.encode_ordinary_batch(lines)
+    assert pool.submit(lambda: path._local.st.cap).result() <= HELPER_PREGROW_BYTES
 
 
 def test_chunks_whose_every_byte_is_an_id_keep_apart(shared):

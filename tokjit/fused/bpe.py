@@ -78,6 +78,10 @@ def _unicode_form(normalizer) -> str | None:
 # ~one chunk of each other, at most CHUNKS_PER_THREAD per thread (claiming one costs an atomic add)
 CHUNK_BYTES = 4096
 CHUNKS_PER_THREAD = 16
+# a helper grows its buffers ahead of need to its caller's size, up to documents of this many bytes
+# (~24 MB of buffers); for longer ones it grows when a batch brings one, as it takes milliseconds to
+# encode anyway
+HELPER_PREGROW_BYTES = 256 * 1024
 
 
 class _BPEThread:
@@ -206,11 +210,12 @@ class FusedBPE(FusedPath):
             st = self._thread(longest, inherit)
             n = kernel(st.sessions[parse_special], buf, doc_starts, doc_ends, chunks, out_ids, doc_out_end,
                        counters, wait)
-            if not wait and st.cap < self._widest:
+            ahead = min(self._widest, HELPER_PREGROW_BYTES)
+            if not wait and st.cap < ahead:
                 # a helper grows to the caller's size after its share of this batch, not before its
                 # share of a later one (growing takes 0.5-0.9 ms, while the caller does every chunk:
                 # the helpers of the comparison's Japanese batches grew in about one call of four)
-                self._thread(self._widest)
+                self._thread(ahead)
             return n
 
         pool = thread_pool(threads - 1)
@@ -281,7 +286,8 @@ class FusedBPE(FusedPath):
         """This thread's buffers, made (or made larger) for a document of ``longest`` bytes. A thread's
         first buffers take their cache from ``inherit`` (a list holding one copy of another thread's
         cache arrays, taken by the first thread that needs it) when given, else from the seed; a
-        thread of a shared batch (``inherit`` given) starts as large as the largest buffers so far."""
+        thread of a shared batch (``inherit`` given) starts as large as the largest buffers so far
+        (up to ``HELPER_PREGROW_BYTES``)."""
         st = getattr(self._local, "st", None)
         if st is None or st.cap < longest:
             size = max(longest, 2 * st.cap if st is not None else 0)
@@ -291,7 +297,7 @@ class FusedBPE(FusedPath):
                 self._states += 1
                 cache = (None, inherit.pop()) if inherit else None
                 if inherit is not None:  # a helper: as large as the largest buffers so far
-                    size = max(size, self._widest)
+                    size = max(size, min(self._widest, HELPER_PREGROW_BYTES))
             st = self._local.st = _BPEThread(self.model, self.pipes, size, cache)
             self._widest = max(self._widest, st.cap)
         return st
