@@ -30,6 +30,13 @@ from tokjit.thread_pool import thread_pool
 # An id list at least this long is built from one shared Python int per id (``FusedPath.id_list``)
 BIG_LIST = 1 << 16
 
+# Waking a pooled thread and handing it a chunk costs ~50-100 us on a 2-core VM (up to ~0.3 ms
+# measured); below this many bytes per thread (~0.2-0.4 ms of work) a batch runs on fewer threads.
+# Two threads of 16-24 KB each ran 12-31% faster than one thread (llama3, o200k; Chinese, Japanese,
+# Russian, English), and 39 KB of code +4%
+MIN_BYTES_PER_THREAD = 16 * 1024
+CHUNKS_PER_THREAD = 4
+
 
 def doc_sizes(doc_starts: np.ndarray, doc_ends: np.ndarray) -> tuple[int, int, int]:
     """(number of documents, longest, total bytes)."""
@@ -42,10 +49,11 @@ class FusedPath:
     """The one driver of every fused family.
 
     Single text (``encode_list``, and the tokenizer's ``encode`` / ``encode_to_numpy`` built by
-    ``make_encode``): the family's ``text_kernel(session_address, text, result)`` runs through its raw
-    entry point on this thread's buffers (``_thread``), takes the str itself and returns the ids as
-    the caller's list or array (:mod:`tokjit.kernels.call_result`), or a negative code that
-    ``_recover`` answers (larger buffers, the text's bytes, or the staged pipeline for this text).
+    ``make_encode``): the family's ``text_kernel(first, text, result)`` runs through its raw entry
+    point, finds this thread's buffers (``_thread``) in the path's thread table at ``first``, takes
+    the str itself and returns the ids as the caller's list or array
+    (:mod:`tokjit.kernels.call_result`), or a negative code that ``_settle`` answers (a row in the
+    table, larger buffers, the text's bytes, or the staged pipeline for this text).
     Batch (``encode_texts``): one buffer cut into contiguous chunks of about equal bytes, one chunk
     per thread, each through the family's ``encode_docs``; documents the kernel hands back are encoded
     by the staged pipeline and spliced in (``_splice``).
@@ -60,7 +68,7 @@ class FusedPath:
     # (buf, doc_starts, doc_ends, parse_special, threads) -> (ids, ends): a family whose kernel shares a
     # batch between threads by itself (FusedBPE.encode_chunks); None: chunks are handed out in Python
     encode_chunks = None
-    min_bytes_per_thread = None  # below this many bytes per thread, fewer threads (None: MIN_BYTES_PER_THREAD)
+    min_bytes_per_thread = MIN_BYTES_PER_THREAD  # below this many bytes per thread, fewer threads
     _int_table = np.empty(0, object)
 
     def id_list(self, ids: np.ndarray) -> list[int]:
@@ -314,7 +322,7 @@ class FusedPath:
         if n == 0:
             return np.zeros(0, np.int32), offsets
         total = int(doc_ends[-1])
-        threads = max(1, min(num_threads, n, total // (self.min_bytes_per_thread or MIN_BYTES_PER_THREAD)))
+        threads = max(1, min(num_threads, n, total // self.min_bytes_per_thread))
         if threads == 1 or self.encode_chunks is not None:
             ids, ends = (self.encode_docs(buf, doc_starts, doc_ends, parse_special) if threads == 1 else
                          self.encode_chunks(buf, doc_starts, doc_ends, parse_special, threads))
@@ -343,12 +351,6 @@ class FusedPath:
         return np.concatenate([r[0] for r in results]), offsets
 
 
-# Waking a pooled thread and handing it a chunk costs ~50-100 us on a 2-core VM (up to ~0.3 ms
-# measured); below this many bytes per thread (~0.2-0.4 ms of work) a batch runs on fewer threads.
-# Two threads of 16-24 KB each ran 12-31% faster than one thread (llama3, o200k; Chinese, Japanese,
-# Russian, English), and 39 KB of code +4%
-MIN_BYTES_PER_THREAD = 16 * 1024
-CHUNKS_PER_THREAD = 4
 
 
 def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -425,7 +427,7 @@ def _int32_array(ids: list[int]) -> np.ndarray:
 
 
 def text_kernel_entry(dispatcher):
-    """The compiled entry point of a single-text kernel, ``(session_address, text, result) -> object``
+    """The compiled entry point of a single-text kernel, ``(first, text, result) -> object``
     (its text and value are Python objects passed through, :data:`~tokjit.kernels.call_result.RAW`)."""
     from numba import types
     return entry_point(dispatcher, (types.int64, RAW, types.int64))
