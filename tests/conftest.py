@@ -23,6 +23,18 @@ def shared_path(*parts: str) -> Path:
     return SHARED.joinpath(*parts)
 
 
+def o200k_reference():
+    """tiktoken's o200k_base, from the shared data (no download)."""
+    tiktoken = pytest.importorskip("tiktoken")
+    import tiktoken.load
+
+    entry = json.loads(shared_path("data", "tiktoken", "encodings.json").read_text())["o200k_base"]
+    ranks = tiktoken.load.load_tiktoken_bpe(
+        str(shared_path("data", "tiktoken", entry["mergeable_ranks_file"].split()[0])))
+    return tiktoken.Encoding(name="o200k_base", pat_str=entry["pat_str"], mergeable_ranks=ranks,
+                             special_tokens=entry["special_tokens"])
+
+
 @pytest.fixture(scope="session")
 def shared() -> Path:
     if not SHARED.is_dir():

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tokjit
-from conftest import corpus_lines, shared_path
+from conftest import corpus_lines, o200k_reference, shared_path
 from tokjit.kernels import fused as fused_kernel
 
 # a split regex the kernel runs on its backtracking VM (no known shape): long letter runs exceed its
@@ -44,20 +44,8 @@ def _spy_finish(monkeypatch, path):
     return seen
 
 
-def _o200k_reference():
-    """tiktoken's o200k_base, from the shared data (no download)."""
-    tiktoken = pytest.importorskip("tiktoken")
-    import tiktoken.load
-
-    entry = json.loads(shared_path("data", "tiktoken", "encodings.json").read_text())["o200k_base"]
-    ranks = tiktoken.load.load_tiktoken_bpe(
-        str(shared_path("data", "tiktoken", entry["mergeable_ranks_file"].split()[0])))
-    return tiktoken.Encoding(name="o200k_base", pat_str=entry["pat_str"], mergeable_ranks=ranks,
-                             special_tokens=entry["special_tokens"])
-
-
 def test_two_thread_batches_match_tiktoken(shared):
-    ref = _o200k_reference()
+    ref = o200k_reference()
     tok = tokjit.get_encoding("o200k_base")
     lines = corpus_lines()
     rng = random.Random(7)
@@ -131,7 +119,7 @@ def test_a_helper_grows_to_the_callers_buffers_after_its_share(shared):
     from tokjit.load.encodings import bundled_encoding
     from tokjit.thread_pool import thread_pool
 
-    ref = _o200k_reference()
+    ref = o200k_reference()
 
     data, options = bundled_encoding("o200k_base")
     tok = load_bytes(data, **options)  # a tokenizer of its own: no thread has buffers for it yet
@@ -162,7 +150,7 @@ def test_chunks_whose_every_byte_is_an_id_keep_apart(shared):
     whole region, and its last piece, a cache hit, writes four ids whatever its count
     (piece_cache.cache_emit). The next chunk's first ids, written by the other thread, must survive
     (with one slot of room per chunk they were overwritten: hundreds of documents differed)."""
-    ref = _o200k_reference()
+    ref = o200k_reference()
     tok = tokjit.get_encoding("o200k_base")
     rng = random.Random(1)
     for _ in range(8):

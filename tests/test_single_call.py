@@ -23,6 +23,7 @@ import pytest
 import tokjit
 from conftest import shared_path
 from tokjit.fused.driver import BIG_LIST, FusedPath
+from tokjit.kernels import call_object
 from tokjit.kernels import fused as fused_kernel
 from tokjit.serving import metrics
 
@@ -250,6 +251,10 @@ def test_encode_to_numpy_normal_form_matches_reference(shared, tmp_path):
     text the staged pipeline, which normalizes it; both give HF's ids as new int32 arrays."""
     tok, ref = _variant(tmp_path, normalizer={"type": "NFC"})
     assert tok._fused.form == "NFC"
+    state = getattr(tok.encode_to_numpy, "__self__", None)
+    # the built-in call (tokjit.fused.call_object), where the interpreter allows one, takes ASCII str
+    # only; every other text goes to the Python function's normal-form check
+    assert state is None or state[call_object.CALL_ASCII_ONLY] == 1
     texts = ["cafe\u0301 au lait", "e\u0301<|endoftext|>e\u0301", "\u1100\u1161\u11a8 ﬁ ½",
              unicodedata.normalize("NFD", "Ünïcödé çà et là " * 100), "Hi", "déjà vu " * 300]
     assert any(not unicodedata.is_normalized("NFC", t) for t in texts)

@@ -18,7 +18,12 @@ import bisect
 import threading
 import time
 
+import numpy as np
+
 ACTIVE: "Metrics | None" = None
+# 1 while ACTIVE is set: read by the tokenizers' built-in encode calls, which then leave every call to
+# the instrumented Python function (tokjit.kernels.call_object)
+GATE = np.zeros(1, np.int64)
 
 # seconds; a tokenizer call ranges from a microsecond (one token) to seconds (a book)
 LATENCY_BUCKETS = (1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
@@ -130,12 +135,14 @@ def enable(metrics: Metrics | None = None) -> Metrics:
     """Start collecting into ``metrics`` (a new :class:`Metrics` if omitted); returns it."""
     global ACTIVE
     ACTIVE = metrics if metrics is not None else Metrics()
+    GATE[0] = 1
     return ACTIVE
 
 
 def disable() -> None:
     global ACTIVE
     ACTIVE = None
+    GATE[0] = 0
 
 
 def get() -> Metrics | None:
