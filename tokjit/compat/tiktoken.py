@@ -116,6 +116,9 @@ class Encoding:
 
     def _setup(self, tokenizer, name, *, pat_str=None, mergeable_ranks=None, special_tokens=None):
         self.tokenizer = tokenizer
+        # encode_ordinary is the tokenizer's own encode: a built-in where it has one
+        # (tokjit.fused.call_object), which a loop then reaches without a Python frame
+        self.encode_ordinary = tokenizer.encode
         self.name = name
         spec = tokenizer.spec
         self._special_tokens = dict(special_tokens if special_tokens is not None else tokenizer.special_tokens)
