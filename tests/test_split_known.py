@@ -65,12 +65,12 @@ def _texts() -> list[str]:
     return texts + _generated(3000, 7)
 
 
-def _scan(known, buf):
+def _scan(known, buf, tiled_only=0):
     shape, flags, max_digits, roles = known
     cap = buf.shape[0] + 16
     out_s, out_e = np.empty(cap, np.int64), np.empty(cap, np.int64)
     n = sk.split_known(np.int64(shape), np.int64(flags), np.int64(max_digits), roles, buf, np.int64(0),
-                       np.int64(buf.shape[0]), out_s, out_e)
+                       np.int64(buf.shape[0]), out_s, out_e, np.int64(tiled_only))
     return n, out_s, out_e
 
 
@@ -93,6 +93,11 @@ def test_scanner_matches_the_vm(pattern, syntax):
         starts, ends = vm.find_spans(buf)
         assert n >= 0
         assert out_s[:n].tolist() == starts.tolist() and out_e[:n].tolist() == ends.tolist(), repr(text)
+        # the matches cover the text (the fused kernel takes them as its pieces, asking tiled_only)
+        bounds = [0, *np.column_stack([starts, ends]).ravel().tolist(), buf.shape[0]]
+        assert bounds[1::2] == bounds[::2] or not bounds[1:-1], repr(text)
+        tiled = _scan(known, buf, tiled_only=1)
+        assert tiled[0] == n and tiled[1][:n].tolist() == starts.tolist() and tiled[2][:n].tolist() == ends.tolist()
     assert deferred < len(texts) // 20  # the VM is the exception
 
 

@@ -449,7 +449,8 @@ def find_matches_in(rx, buf, start, end, params, out_starts, out_ends, stack):
     the scanner defers) :func:`find_matches`. The form the fused kernels call (one structure instead of
     eight arrays keeps their per-call cost down)."""
     if rx.shape != SHAPE_VM:
-        n = split_known(rx.shape, rx.shape_flags, rx.max_digits, rx.roles, buf, start, end, out_starts, out_ends)
+        n = split_known(rx.shape, rx.shape_flags, rx.max_digits, rx.roles, buf, start, end, out_starts, out_ends,
+                        np.int64(0))
         if n != DEFER:
             return n
     return find_matches(buf, start, end, rx.prog, rx.rep_info, rx.cls_ascii, rx.cls_mask, rx.cls_neg, rx.cls_roff,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from numba import njit
 
+SPLIT_ISOLATED = 1  # HF's SplitDelimiterBehavior::Isolated: matches and the gaps between them, each a piece
+
 
 @njit(cache=True, nogil=True, _nrt=False)
 def apply_split_behavior(seg_start, seg_end, m_starts, m_ends, n_matches, behavior, invert,
@@ -41,7 +43,7 @@ def apply_split_behavior(seg_start, seg_end, m_starts, m_ends, n_matches, behavi
                 out_starts[n_out] = s
                 out_ends[n_out] = e
                 n_out += 1
-        elif behavior == 1:  # Isolated
+        elif behavior == SPLIT_ISOLATED:
             out_starts[n_out] = s
             out_ends[n_out] = e
             n_out += 1

@@ -51,6 +51,7 @@ SPACE_TO_BREAK = 64  # \s*[\r\n]+ (or \s*[\r\n])
 
 DEFER = -2  # this segment needs the VM
 OUT_FULL = -1
+NOT_TILED = -3  # (asked for tiling matches only) a character no alternative matches lies between two
 
 _APOSTROPHE = 39
 
@@ -391,9 +392,12 @@ def _ascii_other(roles, buf, i, end, flags):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, out_ends):
+def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, out_ends, tiled_only):
     """All successive matches of a recognized pattern in ``buf[start:end]`` (valid UTF-8), as
-    ``find_matches`` returns them; OUT_FULL when the output is too small, DEFER when the VM must decide."""
+    ``find_matches`` returns them; OUT_FULL when the output is too small, DEFER when the VM must decide.
+    With ``tiled_only`` (nonzero), NOT_TILED when the matches leave a character out: a caller that
+    isolates matches and gaps alike (HF's Isolated split) then has its pieces in ``out_*`` as they
+    are. The patterns of both shapes match every character, so that is the case for any text."""
     n = 0
     cap = out_starts.shape[0]
     i = start
@@ -407,6 +411,8 @@ def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, ou
         if j == DEFER:
             return DEFER
         if j == i:  # no alternative matches here: finditer moves on one character
+            if tiled_only != 0:
+                return NOT_TILED
             _, _, ln = _role_at(roles, buf, i, end)
             i += ln
             continue

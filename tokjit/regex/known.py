@@ -135,7 +135,7 @@ def agrees_with_vm(pattern: str, syntax: str, unicode_table: str, known, text: s
         cap = buf.shape[0] + 16
         out_s, out_e = np.empty(cap, np.int64), np.empty(cap, np.int64)
         n = sk.split_known(np.int64(shape), np.int64(flags), np.int64(max_digits), roles, buf, np.int64(0),
-                           np.int64(buf.shape[0]), out_s, out_e)
+                           np.int64(buf.shape[0]), out_s, out_e, np.int64(0))
         if n == sk.DEFER:
             continue
         if n < 0 or not (np.array_equal(out_s[:n], starts) and np.array_equal(out_e[:n], ends)):
