@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tokjit
-from conftest import corpus_lines
+from conftest import corpus_lines, o200k_reference
 from tokjit.fused import driver
 from tokjit.kernels import pylist
 
@@ -26,27 +26,13 @@ def api():
     return api
 
 
-def _tiktoken_o200k():
-    tiktoken = pytest.importorskip("tiktoken")
-    import json
-
-    import tiktoken.load
-    from conftest import shared_path
-
-    entry = json.loads(shared_path("data", "tiktoken", "encodings.json").read_text())["o200k_base"]
-    ranks = tiktoken.load.load_tiktoken_bpe(
-        str(shared_path("data", "tiktoken", entry["mergeable_ranks_file"].split()[0])))
-    return tiktoken.Encoding(name="o200k_base", pat_str=entry["pat_str"], mergeable_ranks=ranks,
-                             special_tokens=entry["special_tokens"])
-
-
 def _counts(table, indices):
     # read into plain ints first: pytest's assertion rewriting keeps the operands of an assert alive
     return [sys.getrefcount(table[i]) for i in indices]
 
 
 def test_encode_batch_lists_match_tiktoken(shared, api):
-    ref = _tiktoken_o200k()
+    ref = o200k_reference()
     tok = tokjit.get_encoding("o200k_base")
     texts = corpus_lines(limit_per_file=200) + ["", "", "x"]
     got = tok.encode_batch(texts, num_threads=1)
@@ -93,7 +79,7 @@ def test_single_call_lists_match_tiktoken(shared, api):
     """encode() lists are made by the single-text kernel from the shared ints
     (:mod:`tokjit.kernels.call_result`): equal to tiktoken's ids, the caller's own list, the shared
     ints' references given back."""
-    ref = _tiktoken_o200k()
+    ref = o200k_reference()
     tok = tokjit.get_encoding("o200k_base")
     texts = [t for t in corpus_lines(limit_per_file=100) if t] + ["word " * 5000, "x" * 100]
     for text in texts:
