@@ -88,6 +88,8 @@ def test_attributes_and_bytes_helpers(pair):
     assert ours.decode_tokens_bytes(ids) == ref.decode_tokens_bytes(ids)
     assert ours.decode_with_offsets(ids) == ref.decode_with_offsets(ids)
     assert ours.decode_bytes(ids) == ref.decode_bytes(ids)
+    plain = [i for i in ids if not ref.is_special_token(i)]
+    assert ours.tokenizer.decode_bytes(ids, skip_special_tokens=True) == ref.decode_bytes(plain)
     for cut in range(len(ids)):  # cuts inside a character raise UnicodeDecodeError in both
         assert _outcome(lambda: ours.decode(ids[:cut], errors="strict")) == \
             _outcome(lambda: ref.decode(ids[:cut], errors="strict"))

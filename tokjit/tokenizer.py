@@ -366,10 +366,18 @@ class Tokenizer(TransformersMixin):
 
     def decode_bytes(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> bytes:
         """The bytes the ids stand for (no UTF-8 repair)."""
+        fast = self._pieces_decoder
+        if fast is False:
+            fast = self._pieces_decoder = decoders_mod.pieces_decoder_for(self)
+        if type(ids) is list and getattr(fast, "raw_bytes", False) \
+                and getattr(self.decoder, "post_bytes", None) is None:
+            data = fast.joined(ids, skip_special_tokens)  # byte-level BPE: the pieces are the bytes
+            if data is not None:
+                return data
         arr = self._check_ids(ids)
         if self._decode_blob is None:
             return self._decode_chain(arr, skip_special_tokens).encode("utf-8", "surrogatepass")
-        skip = self._special_ids if skip_special_tokens else np.zeros_like(self._special_ids)
+        skip = self._special_ids if skip_special_tokens else self._no_special_ids()
         n = decoders_mod.gathered_length(arr, np.int64(arr.shape[0]), self._decode_offsets, skip)
         out = np.empty(n, np.uint8)
         decoders_mod.gather_token_bytes(arr, np.int64(arr.shape[0]), self._decode_blob,
@@ -377,6 +385,13 @@ class Tokenizer(TransformersMixin):
         data = out.tobytes()
         post = getattr(self.decoder, "post_bytes", None)
         return post(data) if post is not None else data
+
+    def _no_special_ids(self) -> np.ndarray:
+        """An all-False mask like ``_special_ids`` (made once: it is as long as the vocabulary)."""
+        mask = self.__dict__.get("_no_special_mask")
+        if mask is None or mask.shape != self._special_ids.shape:
+            mask = self._no_special_mask = np.zeros_like(self._special_ids)
+        return mask
 
     def decode(self, ids: Iterable[int], *, skip_special_tokens: bool = False, errors: str = "replace") -> str:
         """Decode ids to text; invalid UTF-8 becomes U+FFFD unless ``errors`` says otherwise."""
