@@ -78,6 +78,12 @@ def test_calls_passed_on_answer_as_the_general_encode(shared, o200k):
     tok.encode("armed")
     for text in ("lone \ud800 surrogate", "plain"):
         assert tok.encode(text) == general(tok, text)
+    for bad in (None, 123, b"bytes", bytearray(b"ab"), ["a list"]):
+        with pytest.raises(tokjit.errors.TextTypeError):
+            type(tok).encode(tok, bad)
+        for call in (tok.encode, tok.encode_to_numpy):
+            with pytest.raises(tokjit.errors.TextTypeError):
+                call(bad)
     with pytest.raises(TypeError):
         tok.encode()
     with pytest.raises(TypeError):
