@@ -116,3 +116,28 @@ def test_metrics_count_calls_made_through_the_builtin(o200k):
         metrics.disable()
     tok.encode("not counted")
     assert m.snapshot()["encode_calls"] == 3
+
+
+def test_small_batches_of_single_calls_match_the_references(shared, o200k):
+    """A batch of a few short texts is encoded by single calls (``Tokenizer._small_batch``), a larger
+    one by the batch path: both give the references' ids, with and without the post-processor."""
+    tok, ref = o200k
+    small = [line for line in _lines() if len(line) < 200][:8] + [SPECIAL, ""]
+    large = _lines()
+    assert tok._small_batch(small) and not tok._small_batch(large)
+    for batch in (small, large):
+        assert tok.encode_batch(batch) == [ref.encode_ordinary(x) for x in batch]
+        assert tok.encode_batch(batch, parse_special=True) == [ref.encode(x, allowed_special="all") for x in batch]
+    hf = pytest.importorskip("tokenizers")
+    path = str(shared_path("data", "hf", "llama3", "tokenizer.json"))
+    hf_ref, llama = hf.Tokenizer.from_file(path), tokjit.load(path)
+    for batch in (small, large):
+        assert llama.encode_batch(batch, parse_special=True) == [e.ids for e in hf_ref.encode_batch(
+            batch, add_special_tokens=False)]
+        assert llama.encode_batch(batch, parse_special=True, add_special_tokens=True) == [
+            e.ids for e in hf_ref.encode_batch(batch)]
+    metrics.enable()
+    try:
+        assert not tok._small_batch(small)  # metrics count single calls: a batch stays one
+    finally:
+        metrics.disable()

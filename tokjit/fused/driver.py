@@ -40,10 +40,14 @@ CHUNKS_PER_THREAD = 4
 
 
 def doc_sizes(doc_starts: np.ndarray, doc_ends: np.ndarray) -> tuple[int, int, int]:
-    """(number of documents, longest, total bytes)."""
+    """(number of documents, longest, total bytes). A few documents are measured in Python: numpy's
+    reductions cost ~1.5 us each on small arrays, a tenth of a call for a batch of short sentences."""
+    n_docs = doc_ends.shape[0]
+    if n_docs <= 16:
+        lengths = [e - s for s, e in zip(doc_starts.tolist(), doc_ends.tolist())]
+        return n_docs, max(lengths, default=0), sum(lengths)
     lengths = doc_ends - doc_starts
-    n_docs = lengths.shape[0]
-    return n_docs, int(lengths.max()) if n_docs else 0, int(lengths.sum()) if n_docs else 0
+    return n_docs, int(lengths.max()), int(lengths.sum())
 
 
 class FusedPath:
