@@ -109,6 +109,16 @@ def test_cut_chunks_covers_every_document():
         assert all(chunks[c, 1] == chunks[c + 1, 0] for c in range(k - 1))
 
 
+def test_cut_chunks_claimed_last_are_the_smallest():
+    # many equal documents: each chunk is a share falling linearly (the threads finish together)
+    ends = np.cumsum(np.full(2000, 100, np.int64))
+    chunks = np.full((32, 4), -1, np.int64)
+    k, _ = fused_kernel.cut_chunks(ends - 100, ends, 32, 1024, chunks)
+    sizes = (chunks[:k, 1] - chunks[:k, 0]).tolist()
+    assert k == 32 and sum(sizes) == 2000
+    assert all(a >= b for a, b in zip(sizes, sizes[1:])) and sizes[0] > 20 * sizes[-1]
+
+
 def test_a_helper_grows_to_the_callers_buffers_after_its_share(shared):
     """A helper whose buffers are smaller than its caller's (the caller met a longer document on its
     own) grows to the caller's size after its share of a batch, in its own thread, so a later batch

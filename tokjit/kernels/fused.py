@@ -124,14 +124,19 @@ def cut_chunks(doc_starts, doc_ends, max_chunks, min_bytes, chunks):
     first_byte = doc_starts[0]
     total = doc_ends[n_docs - 1] - first_byte
     n_chunks = max(1, min(max_chunks, n_docs, total // max(min_bytes, 1)))
+    # chunk c's share of the bytes falls linearly, as 2 (n - c) - 1 of n^2: the chunks claimed last
+    # are the smallest, so the threads finish close together
     c = 0
     chunks[0, 0] = 0
+    through = 2 * n_chunks - 1  # the shares of chunks 0..c
     for d in range(n_docs):
         # close chunk c after the document that reaches its share of the bytes
-        if c + 1 < n_chunks and (doc_ends[d] - first_byte) * n_chunks >= (c + 1) * total and d + 1 < n_docs:
+        if c + 1 < n_chunks and (doc_ends[d] - first_byte) * n_chunks * n_chunks >= through * total \
+                and d + 1 < n_docs:
             chunks[c, 1] = d + 1
             c += 1
             chunks[c, 0] = d + 1
+            through += 2 * (n_chunks - c) - 1
     chunks[c, 1] = n_docs
     return c + 1, longest
 
