@@ -3,13 +3,14 @@
 A Python function around the single-text kernel costs ~100 ns a call on this VM's CPython 3.11 (its
 keyword-only defaults alone ~40 ns: a call to such a function fills them from a dict), and numba's
 entry point ~50 ns more (an argument tuple, unpacked, two ints unboxed): half of ``encode("Hi")``.
-:func:`encode_call` is the body of a ``METH_FASTCALL | METH_KEYWORDS`` built-in instead
-(``tokjit.fused.call_object`` makes it): CPython hands it the caller's argument array as is, and it
-calls the kernel's C entry (numba's cfunc wrapper of the compiled kernel, so nothing is compiled
-again) with the text and the result kind. Every call it does not answer itself -- other arguments,
-other keywords, metrics on, a code from the kernel (a thread without a row, buffers to grow, a text
-that is not a str...), a text that is not ASCII for a tokenizer whose kernel needs its text in a
-Unicode normal form -- goes whole to the Python function, which answers every call as before.
+:func:`_encode_call` (compiled by :func:`encode_call`) is the body of a ``METH_FASTCALL |
+METH_KEYWORDS`` built-in instead (``tokjit.fused.call_object`` makes it): CPython hands it the
+caller's argument array as is, and it calls the kernel's C entry (numba's cfunc wrapper of the
+compiled kernel, so nothing is compiled again) with the text and the result kind. Every call it does
+not answer itself -- other arguments, other keywords, metrics on, a code from the kernel (a thread
+without a row, buffers to grow, a text that is not a str...), a text that is not ASCII for a
+tokenizer whose kernel needs its text in a Unicode normal form -- goes whole to the Python function,
+which answers every call as before.
 
 Its state is an int64 array (the built-in's ``__self__``), read through the array object's data
 pointer; the slots below. Pointers are passed as int64 (the same registers in the C ABIs numba
@@ -56,8 +57,8 @@ _I64 = ir.IntType(64)
 
 @intrinsic
 def _call_i64(typingctx, fn, a, b, c, d):
-    """``int64 f(int64, int64, int64, int64)`` through its address (pointers passed as int64; a C
-    function of fewer arguments ignores the extra registers)."""
+    """``int64 f(int64, int64, int64, int64)`` through its address (``PyObject_Vectorcall``: its
+    pointers and size passed as int64)."""
     if not all(isinstance(x, types.Integer) for x in (fn, a, b, c, d)):
         return None
 
