@@ -213,10 +213,8 @@ class Tokenizer(TransformersMixin):
         texts of SMALL_BATCH_CHARS characters in all, which one thread encodes either way."""
         if self._fused is None or len(texts) > SMALL_BATCH_TEXTS or _metrics.ACTIVE is not None:
             return False  # (metrics count single calls, not batches)
-        try:
-            return sum(map(len, texts)) <= SMALL_BATCH_CHARS and all(type(t) is str for t in texts)
-        except TypeError:  # an item without a length: the batch path says what is wrong
-            return False
+        # anything but str goes to the batch path, which says what is wrong with it
+        return all(type(t) is str for t in texts) and sum(map(len, texts)) <= SMALL_BATCH_CHARS
 
     @staticmethod
     def _threads(num_threads: int | None) -> int:
@@ -389,9 +387,7 @@ class Tokenizer(TransformersMixin):
 
     def decode_bytes(self, ids: Iterable[int], *, skip_special_tokens: bool = False) -> bytes:
         """The bytes the ids stand for (no UTF-8 repair)."""
-        fast = self._pieces_decoder
-        if fast is False:
-            fast = self._pieces_decoder = decoders_mod.pieces_decoder_for(self)
+        fast = self._fast_decoder()
         if type(ids) is list and getattr(fast, "raw_bytes", False) \
                 and getattr(self.decoder, "post_bytes", None) is None:
             data = fast.joined(ids, skip_special_tokens)  # byte-level BPE: the pieces are the bytes
@@ -427,10 +423,15 @@ class Tokenizer(TransformersMixin):
             return text
         return self._decode_text(ids, skip_special_tokens, errors)
 
-    def _decode_text(self, ids, skip_special_tokens: bool, errors: str) -> str:
+    def _fast_decoder(self):
+        """The list-lookup decoder (``decoders.pieces_decoder_for``), built at first use, or None."""
         fast = self._pieces_decoder
         if fast is False:
             fast = self._pieces_decoder = decoders_mod.pieces_decoder_for(self)
+        return fast
+
+    def _decode_text(self, ids, skip_special_tokens: bool, errors: str) -> str:
+        fast = self._fast_decoder()
         if fast is not None:
             if type(ids) is not list:
                 if isinstance(ids, np.ndarray):

@@ -18,6 +18,7 @@ import numpy as np
 
 from tokjit.kernels import call_object as k
 from tokjit.kernels import pystr
+from tokjit.kernels.call_result import _c_function
 
 METH_KEYWORDS = 0x0002
 METH_FASTCALL = 0x0080
@@ -31,13 +32,6 @@ class CallState(np.ndarray):
 class _MethodDef(ctypes.Structure):
     _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
                 ("ml_doc", ctypes.c_char_p)]
-
-
-def _c_function(name: str) -> int | None:
-    try:
-        return ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
-    except AttributeError:
-        return None
 
 
 def _word(address: int) -> int:
@@ -59,8 +53,8 @@ _READY: list = []
 
 def _ready() -> bool:
     if not _READY:
-        functions = [_c_function(n) for n in ("PyCFunction_NewEx", "PyObject_Vectorcall", "Py_DecRef")]
-        _READY.append(all(functions) and _layouts_hold())
+        functions = ("PyCFunction_NewEx", "PyObject_Vectorcall", "Py_DecRef")
+        _READY.append(all(hasattr(ctypes.pythonapi, n) for n in functions) and _layouts_hold())
     return _READY[0]
 
 

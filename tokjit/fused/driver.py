@@ -373,8 +373,6 @@ class FusedPath:
         return np.concatenate([r[0] for r in results]), offsets
 
 
-
-
 def utf8_documents(texts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(writable uint8 buffer, starts, ends) of the UTF-8 of ``texts``; lone surrogates become U+FFFD
     (``text_to_utf8``). The buffer is writable so every kernel sees one array type. A list of plain

@@ -27,7 +27,7 @@ from numba import cfunc, types
 from numba.extending import intrinsic
 
 from tokjit.kernels.call_result import PARSE_SPECIAL
-from tokjit.kernels.memops import load_at
+from tokjit.kernels.memops import call_void, load_at
 
 CALL_KERNEL = 0  # the single-text kernel's C entry (0: not known yet, every call goes to CALL_GENERAL)
 CALL_FIRST = 1  # the kernel's first argument (the path's thread table)
@@ -82,19 +82,6 @@ def _call_i64_3(typingctx, fn, a, b, c):
     return types.int64(fn, a, b, c), codegen
 
 
-@intrinsic
-def _call_void_1(typingctx, fn, a):
-    """``void f(int64)`` through its address (``Py_DecRef``)."""
-    if not isinstance(fn, types.Integer) or not isinstance(a, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        builder.call(builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [_I64]).as_pointer()), [args[1]])
-        return context.get_dummy_value()
-
-    return types.void(fn, a), codegen
-
-
 ENCODE_CALL_SIGNATURE = types.int64(types.int64, types.int64, types.int64, types.int64)
 
 
@@ -132,6 +119,6 @@ def _encode_call(state, args, nargs, kwnames):
             out = _call_i64_3(kernel, load_at(at + 8 * CALL_FIRST, np.int64), text, kind)
             if out == 0 or load_at(out + OBJECT_TYPE_OFFSET, np.int64) != load_at(at + 8 * CALL_INT_TYPE, np.int64):
                 return out
-            _call_void_1(load_at(at + 8 * CALL_DECREF, np.int64), out)
+            call_void(load_at(at + 8 * CALL_DECREF, np.int64), out)
     return _call_i64(load_at(at + 8 * CALL_VECTORCALL, np.int64), load_at(at + 8 * CALL_GENERAL, np.int64), args,
                      nargs, kwnames)

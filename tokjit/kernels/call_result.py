@@ -40,7 +40,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from tokjit.kernels.memops import data_address, load_at
+from tokjit.kernels.memops import call_void, data_address, load_at
 from tokjit.kernels.pylist import new_list
 
 # what a single-text kernel hands back besides the id count (its third argument)
@@ -232,20 +232,6 @@ def _copy_to_address(typingctx, address, src, n):
     return types.void(address, src, n), codegen
 
 
-@intrinsic
-def _call_restore_thread(typingctx, fn, state):
-    """``PyEval_RestoreThread(state)`` through its address."""
-    if not isinstance(fn, types.Integer) or not isinstance(state, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        fnty = ir.FunctionType(ir.VoidType(), [_I8P])
-        builder.call(builder.inttoptr(args[0], fnty.as_pointer()), [builder.inttoptr(args[1], _I8P)])
-        return context.get_dummy_value()
-
-    return types.void(fn, state), codegen
-
-
 @njit(cache=True, forceinline=True, _nrt=False)
 def release_gil(io, n_bytes):
     """Release the GIL when a text of ``n_bytes`` is worth it (a thread state to give to
@@ -259,7 +245,7 @@ def release_gil(io, n_bytes):
 def retake_gil(io, state):
     """Take the GIL back after :func:`release_gil` (nothing when it was kept)."""
     if state != 0:
-        _call_restore_thread(io[IO_RESTORE_THREAD], state)
+        call_void(io[IO_RESTORE_THREAD], state)
 
 
 @njit(cache=True, forceinline=True, _nrt=False)

@@ -267,10 +267,13 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                     n_p = split_known(shape, shape_flags, max_digits, rx_roles, buf, pos, seg_end, piece_starts,
                                       piece_ends, isolated)
                 if n_p < 0:
-                    n_m = n_p if n_p == DEFER or shape == SHAPE_VM else split_known(
-                        shape, shape_flags, max_digits, rx_roles, buf, pos, seg_end, match_starts, match_ends,
-                        np.int64(0))
-                    if n_m == DEFER or n_m == NOT_TILED:
+                    # no pieces yet: the matches (the scanner's, unless it deferred to the VM), then the
+                    # split behaviour
+                    n_m = DEFER
+                    if shape != SHAPE_VM and n_p != DEFER:
+                        n_m = split_known(shape, shape_flags, max_digits, rx_roles, buf, pos, seg_end, match_starts,
+                                          match_ends, np.int64(0))
+                    if n_m == DEFER:
                         n_m = find_matches(buf, pos, seg_end, rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff,
                                            rx_ranges, rx_gc, rx_params, match_starts, match_ends, rx_stack)
                     if n_m < 0:

@@ -113,6 +113,21 @@ def store_i64_at(typingctx, address, value):
 
 
 @intrinsic
+def call_void(typingctx, function, pointer):
+    """``void function(void *pointer)`` through the function's address (``Py_IncRef``, ``Py_DecRef``,
+    ``PyEval_RestoreThread``)."""
+    if not isinstance(function, types.Integer) or not isinstance(pointer, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(ir.VoidType(), [_I8.as_pointer()])
+        builder.call(builder.inttoptr(args[0], fnty.as_pointer()), [builder.inttoptr(args[1], _I8.as_pointer())])
+        return context.get_dummy_value()
+
+    return types.void(function, pointer), codegen
+
+
+@intrinsic
 def prefetch_address(typingctx, address):
     """Ask the CPU to start loading the cache line at ``address`` (no effect on results)."""
     if not isinstance(address, types.Integer):

@@ -25,7 +25,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from tokjit.kernels.memops import load_at, prefetch_address, store_i64_at
+from tokjit.kernels.memops import call_void, load_at, prefetch_address, store_i64_at
 
 # API array: addresses of the C functions the kernel calls, and the list item offset
 API_LIST_NEW = 0
@@ -68,20 +68,6 @@ def _call_set_item(typingctx, fn, lst, i, item):
     return types.int64(fn, lst, i, item), codegen
 
 
-@intrinsic
-def _call_incref(typingctx, fn, obj):
-    """``Py_IncRef(obj)`` through its address ``fn``."""
-    if not isinstance(fn, types.Integer) or not isinstance(obj, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        fnty = ir.FunctionType(ir.VoidType(), [_I8P])
-        builder.call(builder.inttoptr(args[0], fnty.as_pointer()), [builder.inttoptr(args[1], _I8P)])
-        return context.get_dummy_value()
-
-    return types.void(fn, obj), codegen
-
-
 AHEAD = 16  # ids between a shared int's prefetch and its reference count (its slot: twice as many)
 
 
@@ -108,7 +94,7 @@ def new_list(list_new, incref, items_at, ids, start, end, table, table_len):
         if ahead < n_ids and 0 <= ids[ahead] < table_len:
             prefetch_address(load_at(table + 8 * np.int64(ids[ahead]), np.int64))
         obj = load_at(table + 8 * np.int64(ids[j]), np.int64)
-        _call_incref(incref, obj)
+        call_void(incref, obj)
         store_i64_at(items + 8 * (j - start), obj)
     return lst
 
