@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.memops import load_two_words, load_word
+from tokjit.kernels.memops import find_byte, load_two_words, load_word
 from tokjit.kernels.piece_cache import piece_key
 
 
@@ -22,6 +22,11 @@ def _load(buf, i, n):
 @njit(cache=True)
 def _load_two(buf, i, n):
     return load_two_words(buf, i, n)
+
+
+@njit(cache=True)
+def _find(buf, i, e, byte):
+    return find_byte(buf, i, e, byte)
 
 
 @njit(cache=True)
@@ -89,3 +94,19 @@ def test_call_at_reaches_a_compiled_function_with_a_view_of_the_caller_bytes():
     want = 3 * sum((i + 1) * (7 if i == 0 else int(b)) for i, b in enumerate(buf.tolist()))
     assert caller(native.address, buf, 3) == want
     assert buf[0] == 7
+
+
+def test_find_byte_is_the_first_occurrence_at_every_start_and_end():
+    # bytes that differ from the target by one bit or a borrow (0xE1, 0xE3, 0x62, 0x00, 0xFF) sit next
+    # to it, where a word-at-a-time test that marked the wrong lane would show
+    rng = np.random.default_rng(9)
+    for size in (0, 1, 7, 8, 9, 17, 40):
+        for trial in range(6):
+            buf = rng.choice(np.array([0xE2, 0xE1, 0xE3, 0x62, 0x00, 0xFF, 0x96, 0x81], np.uint8), size)
+            if trial == 0:
+                buf[:] = 0xE1
+            data = bytes(buf)
+            for i in range(size + 1):
+                for e in range(i, size + 1):
+                    found = data.find(b"\xe2", i, e)
+                    assert _find(buf, i, e, 0xE2) == (e if found < 0 else found), (data, i, e)

@@ -18,7 +18,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 
 from tokjit.kernels.atoms import atom_at, maybe_unreachable
 from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_home, pair_key, pair_value
-from tokjit.kernels.memops import bytes_at, call_at, data_address, prefetch_at
+from tokjit.kernels.memops import bytes_at, call_at, data_address, find_byte, prefetch_at
 from tokjit.kernels.structs import BPE_SCRATCH, BPE_VOCAB, borrow, struct_address, struct_at
 from tokjit.kernels.utf8 import decode_bmp, put_utf8
 
@@ -127,7 +127,12 @@ def _space_split_end(buf, ps, pe, unsafe_prev):
     it keeps whole sentencepiece lines (one piece) off the slower heap path."""
     q = ps + _utf8_len(buf[ps])
     while q + 3 <= pe:
-        if buf[q] == 0xE2 and buf[q + 1] == 0x96 and buf[q + 2] == 0x81:
+        # the next 0xE2, eight bytes a step: a byte loop mispredicted its exit at every word (10% of
+        # a llama2 profile of 5 KB English documents)
+        q = find_byte(buf, q, pe - 2, 0xE2)
+        if q + 3 > pe:
+            break
+        if buf[q + 1] == 0x96 and buf[q + 2] == 0x81:
             k = q - 1
             while k > ps and (buf[k] & 0xC0) == 0x80:
                 k -= 1

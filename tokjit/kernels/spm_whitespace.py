@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from tokjit.kernels.memops import data_address, load_word, store_i64_at
+from tokjit.kernels.memops import BYTE_ONES, byte_hits, data_address, load_word, store_i64_at
 
 WS_REMOVE_EXTRA = 1
 WS_DUMMY_PREFIX = 2
@@ -156,7 +156,7 @@ def sentencepiece_whitespace_bytes(buf, s, e, flags, out):
             while i + 8 <= e:
                 w = load_word(buf, i, 8)
                 store_i64_at(out_at + m, np.int64(w))
-                spaces = _space_bytes(w)
+                spaces = byte_hits(w, _SPACES)
                 if spaces == 0:
                     i += 8
                     m += 8
@@ -187,17 +187,7 @@ def sentencepiece_whitespace_bytes(buf, s, e, flags, out):
     return m
 
 
-_ONES = np.uint64(0x0101010101010101)
-_HIGH = np.uint64(0x8080808080808080)
-_SPACES = np.uint64(0x2020202020202020)
-
-
-@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _space_bytes(w):
-    """0x80 in the lowest byte of ``w`` that is a space (0x20), when there is one; bytes above it may
-    be marked too (a borrow), which the caller never reads; 0 when ``w`` has no space."""
-    x = w ^ _SPACES
-    return (x - _ONES) & ~x & _HIGH
+_SPACES = BYTE_ONES * np.uint64(0x20)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
