@@ -401,3 +401,50 @@ def test_spm_piece_cache_overflow_and_repeats(spm_pair, name):
     for _ in range(2):
         ours = tok.encode_batch(texts, num_threads=1)
         assert ours == theirs, first_mismatch(texts, ours, theirs)
+
+
+def _long_piece_texts() -> list[str]:
+    """Pieces over the piece cache's 48 bytes with no space inside: lines of words between newlines,
+    digit runs, tables of box-drawing characters, CJK runs, mixed with the characters next to them
+    that do merge (punctuation runs, letters), at random lengths; where a cut is made the parts must
+    still give the reference's ids."""
+    rng = random.Random(11)
+    atoms = ["\n", "\n\n", "0", "12", "7", "│", "─", "┌", "┐", "日本", "語", "。", "+", "++", "=", "-", "*",
+             "ab", "the", "The", "ing", ".", ",", "é", "ж", "😀", "\t", "<", ">", "x\u0301", "\u2581"]
+    texts = []
+    for _ in range(400):
+        body = "".join(rng.choice(atoms) for _ in range(rng.randint(20, 120)))
+        texts.append(body if rng.random() < 0.5 else f"{rng.choice(['word', 'Hi', ''])} {body} end")
+    texts += ["\n".join(["deliminator", "delta", "demented", "demigod", "demo", "demo mode"] * 9),
+              "831872    │1533   │slang/jargon/techspeak added.     │ │" * 3,
+              "┌─────────┬──────────────────────────────────────────┐ │ abb",
+              "+" * 300, "1234567890" * 30, "日本語のテキスト" * 20]
+    return texts
+
+
+@pytest.mark.parametrize("name", ["llama2", "mistral-7b", "botchan_bpe"])
+def test_spm_long_pieces_cut_around_characters(spm_pair, name):
+    """Long pieces are cut around characters no merged token contains (``BPEModel.cut_bits``);
+    every cut must keep sentencepiece's ids, through the piece cache (twice: the second pass hits)
+    and the single-text call."""
+    tok, ref = spm_pair(name)
+    if name == "llama2":
+        cut = np.unpackbits(tok.model.cut_bits.view(np.uint8), bitorder="little")
+        assert cut[ord("\n")] and cut[ord("7")], "llama2: no merged piece holds a newline or a digit"
+    texts = _long_piece_texts()
+    theirs = ref.encode(texts)
+    for _ in range(2):
+        ours = tok.encode_batch(texts, num_threads=1)
+        assert ours == theirs, first_mismatch(texts, ours, theirs)
+    ours = [tok.encode(t) for t in texts]
+    assert ours == theirs, first_mismatch(texts, ours, theirs)
+
+
+@pytest.mark.parametrize("name", list(HF_FILES))
+def test_hf_long_pieces_cut_around_characters(hf_pair, name):
+    tok, ref = hf_pair(name)
+    texts = _long_piece_texts()
+    theirs = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    for _ in range(2):
+        ours = tok.encode_batch(texts, num_threads=1)
+        assert ours == theirs, first_mismatch(texts, ours, theirs)

@@ -19,6 +19,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from tokjit.kernels.atoms import atom_at, maybe_unreachable
 from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_home, pair_key, pair_value
 from tokjit.kernels.memops import bytes_at, call_at, data_address, find_byte, prefetch_at
+from tokjit.kernels.piece_cache import MAX_PIECE
 from tokjit.kernels.structs import BPE_SCRATCH, BPE_VOCAB, borrow, struct_address, struct_at
 from tokjit.kernels.utf8 import decode_bmp, put_utf8
 
@@ -155,6 +156,34 @@ def _space_split_end(buf, ps, pe, unsafe_prev):
         else:
             q += 1
     return pe
+
+
+# A piece longer than this (the piece cache's longest) is also cut around the characters in the
+# vocabulary's ``cut_bits``: a line of words between newlines, one sentencepiece piece, then goes
+# through the cache a word at a time instead of through the heap path on every call.
+LONG_PIECE_BYTES = MAX_PIECE
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def piece_part_end(buf, ps, pe, unsafe_prev, cut_bits):
+    """End of the first part of ``buf[ps:pe]`` a SentencePiece-style BPE may encode on its own: cut
+    before U+2581 (:func:`_space_split_end`) and, in a part still over ``LONG_PIECE_BYTES``, around the
+    first character in ``cut_bits`` (a bit per BMP code point, or one word: none). No token a merge
+    makes contains such a character beside another, so no merge crosses the cut and the parts' ids
+    are the whole's. O(pe - ps)."""
+    end = _space_split_end(buf, ps, pe, unsafe_prev)
+    if end - ps > LONG_PIECE_BYTES and cut_bits.shape[0] > 1:
+        i = ps
+        while i < end:
+            lead = buf[i]
+            if lead < 0x80:
+                cp, n = np.int64(lead), np.int64(1)
+            else:
+                cp, n = decode_bmp(buf, i, end)
+            if cp >= 0 and (cut_bits[cp >> 6] >> np.uint64(cp & 63)) & np.uint64(1):
+                return i if i > ps else i + n
+            i += n
+    return end
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -647,7 +676,8 @@ def bpe_encode(vocab, scratch, buf, piece_starts, piece_ends, first_piece, n_pie
     piece + 2). ``token_flags``/``rev_left`` may have length 1 without the flag.
 
     With ``FLAG_SPLIT_SPACE_SYMBOL`` each piece is first cut before U+2581 (see ``_space_split_end``;
-    ``unsafe_prev`` lists the code points after which no cut is made).
+    ``unsafe_prev`` lists the code points after which no cut is made), and long parts around the
+    characters of ``cut_bits`` (:func:`piece_part_end`).
     """
     return bpe_core(vocab, vocab_scalars(vocab), scratch, buf, piece_starts, piece_ends, first_piece, n_pieces,
                     out_ids, out_starts, out_ends)
@@ -705,6 +735,7 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
     atoms = (flags & FLAG_ATOMS) != 0
     unreachable_known = (flags & FLAG_UNREACHABLE_KNOWN) != 0
     unreachable_bits, char_ids = borrow(vocab, "unreachable_bits"), borrow(vocab, "char_ids")
+    cut_bits = borrow(vocab, "cut_bits")
     n_touched = 0
     n_out = 0
     p = first_piece - 1
@@ -723,7 +754,7 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
         ps = cursor
         pe = piece_end
         if split_space:
-            pe = _space_split_end(buf, ps, piece_end, unsafe_prev)
+            pe = piece_part_end(buf, ps, piece_end, unsafe_prev, cut_bits)
         cursor = pe
         # a piece that is a token BPE builds comes out as that token anyway, and a lookup in the
         # vocabulary's table costs more than the BPE of most pieces that miss the piece cache

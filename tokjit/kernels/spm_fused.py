@@ -19,7 +19,7 @@ from numba.experimental import structref
 from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace_bytes
 from tokjit.kernels import structs
-from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, _space_split_end, bpe_core,
+from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, bpe_core, piece_part_end,
                                 vocab_scalars)
 from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
                                         release_gil, retake_gil, text_utf8, thread_session)
@@ -114,10 +114,11 @@ def encode_text_spm(first, text, result):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _find_piece(norm_buf, ps, gap_end, split_space, unsafe_prev, cache_rows, ring, index):
-    """End the piece starting at ``ps`` (at the next U+2581 no merge crosses, with ``split_space``),
-    keep its end and cache key at ``ring`` slot ``index`` and prefetch its cache row; returns the end."""
-    pe = _space_split_end(norm_buf, ps, gap_end, unsafe_prev) if split_space else gap_end
+def _find_piece(norm_buf, ps, gap_end, split_space, unsafe_prev, cut_bits, cache_rows, ring, index):
+    """End the piece starting at ``ps`` (at the next cut no merge crosses, with ``split_space``:
+    :func:`~tokjit.kernels.bpe.piece_part_end`), keep its end and cache key at ``ring`` slot ``index``
+    and prefetch its cache row; returns the end."""
+    pe = piece_part_end(norm_buf, ps, gap_end, unsafe_prev, cut_bits) if split_space else gap_end
     h, w0, w1 = cacheable_key(norm_buf, ps, pe)
     prefetch_row(cache_rows, home_row(cache_rows, h))
     r = 4 * (index & (PIECE_RING - 1))
@@ -151,7 +152,7 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     at, ud, v = trie_arrays(borrow(pipe, "raw")), trie_arrays(borrow(pipe, "user")), borrow(pipe, "vocab")
     ws_flags = borrow(pipe, "ws_flags")
     v_scalars = vocab_scalars(v)
-    flags, unsafe_prev = v_scalars[0], borrow(v, "unsafe_prev")
+    flags, unsafe_prev, cut_bits = v_scalars[0], borrow(v, "unsafe_prev"), borrow(v, "cut_bits")
     at_starts, at_ends, at_ids = borrow(sp, "at_starts"), borrow(sp, "at_ends"), borrow(sp, "at_ids")
     tok_starts, tok_ends = borrow(sp, "tok_starts"), borrow(sp, "tok_ends")
     ud_starts = borrow(bf, "ud_starts")
@@ -184,8 +185,8 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                         found = q
                         n_found = 0
                         while n_found < PIECE_AHEAD and found < gap_end:
-                            found = _find_piece(norm_buf, found, gap_end, split_space, unsafe_prev, cache_rows,
-                                                ring, n_found)
+                            found = _find_piece(norm_buf, found, gap_end, split_space, unsafe_prev, cut_bits,
+                                                cache_rows, ring, n_found)
                             n_found += 1
                         k = 0
                         ps = q
@@ -194,8 +195,8 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                             pe, h, w0, w1 = ring[r], ring[r + 1], ring[r + 2], ring[r + 3]
                             k += 1
                             if found < gap_end:
-                                found = _find_piece(norm_buf, found, gap_end, split_space, unsafe_prev, cache_rows,
-                                                    ring, n_found)
+                                found = _find_piece(norm_buf, found, gap_end, split_space, unsafe_prev,
+                                                    cut_bits, cache_rows, ring, n_found)
                                 n_found += 1
                             # the piece cache probe and copy are inlined (a call would incref/decref
                             # every array argument per piece)

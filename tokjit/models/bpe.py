@@ -171,7 +171,8 @@ class BPEModel:
         self.unsafe_prev = np.full(1, -1, np.int64)
         if rule in ("pairs", "scores") and not flags & (bpe_kernel.FLAG_BYTE_SYMBOLS |
                                                          bpe_kernel.FLAG_WHOLE_PIECE_FIRST):
-            unsafe = _space_symbol_unsafe_prev(spec.tokens, produced, self.vocab)
+            made = _produced_tokens(spec.tokens, produced)
+            unsafe = _space_symbol_unsafe_prev(made, self.vocab)
             if unsafe is not None:
                 flags |= bpe_kernel.FLAG_SPLIT_SPACE_SYMBOL
                 self.unsafe_prev = unsafe
@@ -204,6 +205,11 @@ class BPEModel:
             # initial symbols by index: a hash probe per character was ~12% of Gemma 3 on Japanese
             self.char_ids = np.empty(0x10000, np.int32)
             bpe_kernel.char_token_ids(self.vocab.blob, self.vocab.offsets, self.vocab.table, self.char_ids)
+        self.cut_bits = np.zeros(1, np.uint64)
+        if self.flags & bpe_kernel.FLAG_SPLIT_SPACE_SYMBOL and not self.flags & bpe_kernel.FLAG_RESEGMENT_UNUSED:
+            # (resegmenting keeps, per UNUSED piece, the split of its latest proposal in the whole piece)
+            alone = not self.flags & bpe_kernel.FLAG_FUSE_UNK or bool(self.flags & bpe_kernel.FLAG_BYTE_FALLBACK)
+            self.cut_bits = _cut_characters(made, self.char_ids, unknown_alone=alone)
         self._find_atoms(spec)
 
     def _find_atoms(self, spec: TokenizerSpec) -> None:
@@ -300,16 +306,23 @@ class BPEModel:
 SPACE_SYMBOL = "\u2581".encode("utf-8")
 
 
-def _space_symbol_unsafe_prev(tokens: list[bytes], produced: np.ndarray, vocab: TokenTable):
-    """Code points X such that some token a merge can produce contains X followed by U+2581 (the
-    cuts :data:`~tokjit.kernels.bpe.FLAG_SPLIT_SPACE_SYMBOL` must not make), or None when cutting
+def _produced_tokens(tokens, produced: np.ndarray) -> list[bytes]:
+    """The tokens whose ids are in ``produced``, each once, in id order."""
+    items = tokens.tolist() if hasattr(tokens, "tolist") else list(tokens)
+    made = np.zeros(len(items), np.bool_)
+    made[produced] = True
+    return list(map(items.__getitem__, np.flatnonzero(made).tolist()))
+
+
+def _space_symbol_unsafe_prev(made: list[bytes], vocab: TokenTable):
+    """Code points X such that some token a merge can produce (``made``) contains X followed by U+2581
+    (the cuts :data:`~tokjit.kernels.bpe.FLAG_SPLIT_SPACE_SYMBOL` must not make), or None when cutting
     does not apply (U+2581 is not itself a token, so unknown-run fusing could differ)."""
     space_id = _lookup(vocab, SPACE_SYMBOL)
     if space_id < 0:
         return None
     unsafe = set()
-    for tid in np.unique(produced).tolist():
-        tok = tokens[tid]
+    for tok in [t for t in made if t.find(SPACE_SYMBOL, 1) > 0]:
         pos = tok.find(SPACE_SYMBOL, 1)
         while pos > 0:
             try:
@@ -318,6 +331,30 @@ def _space_symbol_unsafe_prev(tokens: list[bytes], produced: np.ndarray, vocab: 
                 return None
             pos = tok.find(SPACE_SYMBOL, pos + 1)
     return np.asarray(sorted(unsafe) or [-1], np.int64)
+
+
+def _cut_characters(made: list[bytes], char_ids: np.ndarray, unknown_alone: bool):
+    """The BMP characters a long SentencePiece-style piece may be cut around
+    (:func:`tokjit.kernels.bpe.piece_part_end`), as a bit per code point (uint64[1024]), or one zero
+    word when there are none: characters in no token a merge can produce (``made``; so no merge joins
+    them to a neighbour) that are tokens themselves or, when an unknown character comes out alone
+    (``unknown_alone``: no fusing of unknown runs), not tokens either."""
+    # every character of the tokens of two characters or more (a merge makes no single character;
+    # over 4 bytes a token has two at least); bytes that are not UTF-8 end the search: no cuts
+    try:
+        text = b"".join([t for t in made if len(t) > 4 or len(t.decode("utf-8", "surrogateescape")) != 1]
+                        ).decode("utf-8")
+    except UnicodeDecodeError:
+        return np.zeros(1, np.uint64)
+    code_points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    cut = np.ones(0x10000, np.bool_)
+    cut[code_points[code_points < 0x10000]] = False
+    cut[0xD800:0xE000] = False
+    if not unknown_alone:
+        cut &= char_ids >= 0
+    if not cut.any():
+        return np.zeros(1, np.uint64)
+    return np.packbits(cut, bitorder="little").view("<u8").astype(np.uint64)
 
 
 def _lookup(vocab: TokenTable, data: bytes) -> int:
