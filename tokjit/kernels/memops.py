@@ -10,7 +10,7 @@ read without the negative-index wraparound, and loads, stores, copies and prefet
   word): a byte loop that stops at a byte every few bytes (a space, U+2581) mispredicts its exit at
   every stop, a word loop once per word.
 * :func:`prefetch_row` asks the CPU to start fetching one row of a 2-D array (:func:`prefetch_at`
-  one element of a 1-D array). A piece cache of 128K rows is 4 MB, more than a core's L2, so a
+  one element of a 1-D array). A piece cache of 256K rows is 8 MB, more than a core's L2, so a
   lookup is often a wait of ~100 cycles or more; issued for a piece some pieces ahead while the current
   one is handled, it overlaps that wait.
 * :func:`nonneg` marks an index as non-negative. numba wraps every signed index (``a[-1]``), a
