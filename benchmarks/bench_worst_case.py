@@ -13,7 +13,7 @@ import time
 
 from ._common import FAMILY_NAMES, SCALE, load, warm
 
-KINDS = ["x", "caret", "base64", "digits", "spaces"]
+KINDS = ["x", "caret", "base64", "digits", "spaces", "cjk"]
 
 
 def worst_input(kind: str, n: int, seed: int = 7) -> str:
@@ -25,6 +25,10 @@ def worst_input(kind: str, n: int, seed: int = 7) -> str:
         return "1234567890" * (n // 10)
     if kind == "spaces":
         return " " * n
+    if kind == "cjk":
+        # no space at all, and characters a SentencePiece-style BPE cuts around (bpe.piece_part_end)
+        rng = random.Random(seed)
+        return "".join(rng.choice("日本語の文字列テキスト、。中国汉字") for _ in range(n // 3))
     if kind == "base64":
         raw = random.Random(seed).randbytes(n * 3 // 4 + 3)
         return base64.b64encode(raw).decode("ascii")[:n]

@@ -1,5 +1,5 @@
 """Pathological inputs cost linear time in every tokenizer family (issue 7: time(1 MB) / time(100 KB)
-<= 12 for "x"*N, "^"*N, random base64, long digit and space runs).
+<= 12 for "x"*N, "^"*N, random base64, long digit and space runs, CJK without spaces).
 
 Timed with the thread's CPU time (the shared CI machine is noisy), best of two runs each; the bound
 is generous (linear is ~10, a quadratic path would be ~100) so that cache effects of the larger
@@ -21,7 +21,7 @@ FAMILIES = {
     "t5": "hf/t5/tokenizer.json",
     "bert": "hf/bert-minilm/tokenizer.json",
 }
-KINDS = ["x", "caret", "base64", "digits", "spaces"]
+KINDS = ["x", "caret", "base64", "digits", "spaces", "cjk"]
 BOUND = 40.0
 
 
@@ -36,6 +36,10 @@ def worst_input(kind: str, n: int, seed: int = 7) -> str:
         return "1234567890" * (n // 10)
     if kind == "spaces":
         return " " * n
+    if kind == "cjk":
+        # no space at all, and characters a SentencePiece-style BPE cuts around (bpe.piece_part_end)
+        rng = random.Random(seed)
+        return "".join(rng.choice("日本語の文字列テキスト、。中国汉字") for _ in range(n // 3))
     raw = random.Random(seed).randbytes(n * 3 // 4 + 3)
     return base64.b64encode(raw).decode("ascii")[:n]
 

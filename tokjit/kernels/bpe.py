@@ -158,32 +158,35 @@ def _space_split_end(buf, ps, pe, unsafe_prev):
     return pe
 
 
-# A piece longer than this (the piece cache's longest) is also cut around the characters in the
+# A part longer than this (the piece cache's longest) is also cut around the characters in the
 # vocabulary's ``cut_bits``: a line of words between newlines, one sentencepiece piece, then goes
 # through the cache a word at a time instead of through the heap path on every call.
 LONG_PIECE_BYTES = MAX_PIECE
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def piece_part_end(buf, ps, pe, unsafe_prev, cut_bits):
-    """End of the first part of ``buf[ps:pe]`` a SentencePiece-style BPE may encode on its own: cut
-    before U+2581 (:func:`_space_split_end`) and, in a part still over ``LONG_PIECE_BYTES``, around the
-    first character in ``cut_bits`` (a bit per BMP code point, or one word: none). No token a merge
-    makes contains such a character beside another, so no merge crosses the cut and the parts' ids
-    are the whole's. O(pe - ps)."""
-    end = _space_split_end(buf, ps, pe, unsafe_prev)
-    if end - ps > LONG_PIECE_BYTES and cut_bits.shape[0] > 1:
+def piece_part_end(buf, ps, pe, unsafe_prev, cut_bits, space_end):
+    """(end of the first part of ``buf[ps:pe]`` a SentencePiece-style BPE may encode on its own, end of
+    the U+2581 part it lies in). Parts end before U+2581 (:func:`_space_split_end`; ``space_end``, the
+    end a previous call returned for this piece, is reused while it lies ahead of ``ps``, so a long
+    part is scanned once, not once per cut) and, while over ``LONG_PIECE_BYTES``, around the first
+    character in ``cut_bits`` (a bit per BMP code point, or one word: none). No token a merge makes
+    contains such a character beside another, so no merge crosses the cut and the parts' ids are the
+    whole's. O(bytes scanned), and over a piece's parts each byte is scanned once or twice."""
+    if space_end <= ps:
+        space_end = _space_split_end(buf, ps, pe, unsafe_prev)
+    if space_end - ps > LONG_PIECE_BYTES and cut_bits.shape[0] > 1:
         i = ps
-        while i < end:
+        while i < space_end:
             lead = buf[i]
             if lead < 0x80:
                 cp, n = np.int64(lead), np.int64(1)
             else:
-                cp, n = decode_bmp(buf, i, end)
+                cp, n = decode_bmp(buf, i, space_end)
             if cp >= 0 and (cut_bits[cp >> 6] >> np.uint64(cp & 63)) & np.uint64(1):
-                return i if i > ps else i + n
+                return (i if i > ps else i + n), space_end
             i += n
-    return end
+    return space_end, space_end
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -742,6 +745,7 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
     last_piece = first_piece + n_pieces
     cursor = np.int64(0)
     piece_end = np.int64(0)
+    space_end = np.int64(-1)
     while True:
         if cursor >= piece_end:
             p += 1
@@ -749,12 +753,13 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
                 break
             cursor = piece_starts[p]
             piece_end = piece_ends[p]
+            space_end = np.int64(-1)
             if piece_end <= cursor:
                 continue
         ps = cursor
         pe = piece_end
         if split_space:
-            pe = piece_part_end(buf, ps, piece_end, unsafe_prev, cut_bits)
+            pe, space_end = piece_part_end(buf, ps, piece_end, unsafe_prev, cut_bits, space_end)
         cursor = pe
         # a piece that is a token BPE builds comes out as that token anyway, and a lookup in the
         # vocabulary's table costs more than the BPE of most pieces that miss the piece cache

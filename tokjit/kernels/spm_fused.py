@@ -13,6 +13,7 @@ instead of 60 arrays (see :mod:`tokjit.kernels.structs`).
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 
@@ -114,11 +115,14 @@ def encode_text_spm(first, text, result):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _find_piece(norm_buf, ps, gap_end, split_space, unsafe_prev, cut_bits, cache_rows, ring, index):
+def _find_piece(norm_buf, ps, gap_end, split_space, unsafe_prev, cut_bits, space_end, cache_rows, ring, index):
     """End the piece starting at ``ps`` (at the next cut no merge crosses, with ``split_space``:
-    :func:`~tokjit.kernels.bpe.piece_part_end`), keep its end and cache key at ``ring`` slot ``index``
-    and prefetch its cache row; returns the end."""
-    pe = piece_part_end(norm_buf, ps, gap_end, unsafe_prev, cut_bits) if split_space else gap_end
+    :func:`~tokjit.kernels.bpe.piece_part_end`, which also returns ``space_end`` for the next call),
+    keep its end and cache key at ``ring`` slot ``index`` and prefetch its cache row; returns
+    (the end, ``space_end``)."""
+    pe = gap_end
+    if split_space:
+        pe, space_end = piece_part_end(norm_buf, ps, gap_end, unsafe_prev, cut_bits, space_end)
     h, w0, w1 = cacheable_key(norm_buf, ps, pe)
     prefetch_row(cache_rows, home_row(cache_rows, h))
     r = 4 * (index & (PIECE_RING - 1))
@@ -126,7 +130,7 @@ def _find_piece(norm_buf, ps, gap_end, split_space, unsafe_prev, cut_bits, cache
     ring[r + 1] = h
     ring[r + 2] = w0
     ring[r + 3] = w1
-    return pe
+    return pe, space_end
 
 
 # Compiled without reference counting (fields read with ``borrow``; see kernels.structs)
@@ -184,9 +188,10 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                         # pieces before it (one ahead is too short a wait for short words)
                         found = q
                         n_found = 0
+                        space_end = np.int64(-1)
                         while n_found < PIECE_AHEAD and found < gap_end:
-                            found = _find_piece(norm_buf, found, gap_end, split_space, unsafe_prev, cut_bits,
-                                                cache_rows, ring, n_found)
+                            found, space_end = _find_piece(norm_buf, found, gap_end, split_space, unsafe_prev,
+                                                           cut_bits, space_end, cache_rows, ring, n_found)
                             n_found += 1
                         k = 0
                         ps = q
@@ -195,8 +200,9 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                             pe, h, w0, w1 = ring[r], ring[r + 1], ring[r + 2], ring[r + 3]
                             k += 1
                             if found < gap_end:
-                                found = _find_piece(norm_buf, found, gap_end, split_space, unsafe_prev,
-                                                    cut_bits, cache_rows, ring, n_found)
+                                found, space_end = _find_piece(norm_buf, found, gap_end, split_space,
+                                                               unsafe_prev, cut_bits, space_end, cache_rows,
+                                                               ring, n_found)
                                 n_found += 1
                             # the piece cache probe and copy are inlined (a call would incref/decref
                             # every array argument per piece)
