@@ -404,7 +404,7 @@ def test_spm_piece_cache_overflow_and_repeats(spm_pair, name):
 
 
 def _long_piece_texts() -> list[str]:
-    """Pieces over the piece cache's 48 bytes with no space inside: lines of words between newlines,
+    """Pieces over the piece cache's 48 bytes with no space inside (and short ones): lines of words between newlines,
     digit runs, tables of box-drawing characters, CJK runs, mixed with the characters next to them
     that do merge (punctuation runs, letters), at random lengths; where a cut is made the parts must
     still give the reference's ids."""
@@ -412,8 +412,9 @@ def _long_piece_texts() -> list[str]:
     atoms = ["\n", "\n\n", "0", "12", "7", "│", "─", "┌", "┐", "日本", "語", "。", "+", "++", "=", "-", "*",
              "ab", "the", "The", "ing", ".", ",", "é", "ж", "😀", "\t", "<", ">", "x\u0301", "\u2581"]
     texts = []
-    for _ in range(400):
-        body = "".join(rng.choice(atoms) for _ in range(rng.randint(20, 120)))
+    for i in range(600):
+        # short ones too: a newline is cut around in parts of any length
+        body = "".join(rng.choice(atoms) for _ in range(rng.randint(1, 8) if i % 3 == 0 else rng.randint(20, 120)))
         texts.append(body if rng.random() < 0.5 else f"{rng.choice(['word', 'Hi', ''])} {body} end")
     texts += ["\n".join(["deliminator", "delta", "demented", "demigod", "demo", "demo mode"] * 9),
               "831872    │1533   │slang/jargon/techspeak added.     │ │" * 3,

@@ -169,24 +169,34 @@ def piece_part_end(buf, ps, pe, unsafe_prev, cut_bits, space_end):
     """(end of the first part of ``buf[ps:pe]`` a SentencePiece-style BPE may encode on its own, end of
     the U+2581 part it lies in). Parts end before U+2581 (:func:`_space_split_end`; ``space_end``, the
     end a previous call returned for this piece, is reused while it lies ahead of ``ps``, so a long
-    part is scanned once, not once per cut) and, while over ``LONG_PIECE_BYTES``, around the first
-    character in ``cut_bits`` (a bit per BMP code point, or one word: none). No token a merge makes
-    contains such a character beside another, so no merge crosses the cut and the parts' ids are the
-    whole's. O(bytes scanned), and over a piece's parts each byte is scanned once or twice."""
+    part is scanned once, not once per cut), while over ``LONG_PIECE_BYTES`` around the first
+    character in ``cut_bits`` (a bit per BMP code point, or one word: none), and below it around a
+    newline when that is in ``cut_bits``. No token a merge makes contains such a character beside
+    another, so no merge crosses the cut and the parts' ids are the whole's. O(bytes scanned); over a
+    piece's parts each byte is scanned a bounded number of times."""
     if space_end <= ps:
         space_end = _space_split_end(buf, ps, pe, unsafe_prev)
-    if space_end - ps > LONG_PIECE_BYTES and cut_bits.shape[0] > 1:
-        i = ps
-        while i < space_end:
-            lead = buf[i]
-            if lead < 0x80:
-                cp, n = np.int64(lead), np.int64(1)
-            else:
-                cp, n = decode_bmp(buf, i, space_end)
-            if cp >= 0 and (cut_bits[cp >> 6] >> np.uint64(cp & 63)) & np.uint64(1):
-                return (i if i > ps else i + n), space_end
-            i += n
-    return space_end, space_end
+    end = space_end
+    if cut_bits.shape[0] > 1:
+        if end - ps > LONG_PIECE_BYTES:
+            i = ps
+            while i < end:
+                lead = buf[i]
+                if lead < 0x80:
+                    cp, n = np.int64(lead), np.int64(1)
+                else:
+                    cp, n = decode_bmp(buf, i, end)
+                if cp >= 0 and (cut_bits[cp >> 6] >> np.uint64(cp & 63)) & np.uint64(1):
+                    return (i if i > ps else i + n), space_end
+                i += n
+        elif (cut_bits[0] >> np.uint64(10)) & np.uint64(1):
+            # a newline is cut around in short parts too: "\u2581end\nThe" was a new piece wherever two
+            # lines met (llama2: a third of the pieces new English text sent to BPE). (Searched only
+            # in parts of LONG_PIECE_BYTES or less, so a long part's tail is read at most that often.)
+            newline = find_byte(buf, ps, end, 10)
+            if newline < end:
+                end = newline if newline > ps else newline + 1
+    return end, space_end
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
