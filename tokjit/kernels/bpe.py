@@ -158,6 +158,12 @@ def _space_split_end(buf, ps, pe, unsafe_prev):
     return pe
 
 
+# cut_bits (BPEModel.cut_bits): CUT_CHARS words of a bit per BMP code point, then two words per
+# ASCII character from TAIL_CUTS (see piece_part_end)
+CUT_CHARS = 1024
+TAIL_CUTS = CUT_CHARS
+CUT_WORDS = CUT_CHARS + 2 * 128
+
 # A part longer than this (the piece cache's longest) is also cut around the characters in the
 # vocabulary's ``cut_bits``: a line of words between newlines, one sentencepiece piece, then goes
 # through the cache a word at a time instead of through the heap path on every call.
@@ -170,8 +176,9 @@ def piece_part_end(buf, ps, pe, unsafe_prev, cut_bits, space_end):
     the U+2581 part it lies in). Parts end before U+2581 (:func:`_space_split_end`; ``space_end``, the
     end a previous call returned for this piece, is reused while it lies ahead of ``ps``, so a long
     part is scanned once, not once per cut), while over ``LONG_PIECE_BYTES`` around the first
-    character in ``cut_bits`` (a bit per BMP code point, or one word: none), and below it around a
-    newline when that is in ``cut_bits``. No token a merge makes contains such a character beside
+    character in ``cut_bits`` (``BPEModel.cut_bits``, or one word: none), and below it around a
+    newline when that is in ``cut_bits`` and before a last ASCII character that no merged token joins
+    to the ASCII character before it. No token a merge makes contains such a character beside
     another, so no merge crosses the cut and the parts' ids are the whole's. O(bytes scanned); over a
     piece's parts each byte is scanned a bounded number of times."""
     if space_end <= ps:
@@ -196,6 +203,13 @@ def piece_part_end(buf, ps, pe, unsafe_prev, cut_bits, space_end):
             newline = find_byte(buf, ps, end, 10)
             if newline < end:
                 end = newline if newline > ps else newline + 1
+        # a last ASCII character no merged token joins to the one before it is a part of its own:
+        # "\u2581him," is "\u2581him" and "," (a quarter of the pieces new English sent to BPE)
+        if end - ps >= 2 and buf[end - 1] < 0x80 and buf[end - 2] < 0x80:
+            last = np.int64(buf[end - 1])
+            prev = np.int64(buf[end - 2])
+            if (cut_bits[TAIL_CUTS + 2 * last + (prev >> 6)] >> np.uint64(prev & 63)) & np.uint64(1):
+                end -= 1
     return end, space_end
 
 

@@ -334,27 +334,37 @@ def _space_symbol_unsafe_prev(made: list[bytes], vocab: TokenTable):
 
 
 def _cut_characters(made: list[bytes], char_ids: np.ndarray, unknown_alone: bool):
-    """The BMP characters a long SentencePiece-style piece may be cut around
-    (:func:`tokjit.kernels.bpe.piece_part_end`), as a bit per code point (uint64[1024]), or one zero
-    word when there are none: characters in no token a merge can produce (``made``; so no merge joins
-    them to a neighbour) that are tokens themselves or, when an unknown character comes out alone
-    (``unknown_alone``: no fusing of unknown runs), not tokens either."""
+    """Where a SentencePiece-style piece may be cut (:func:`tokjit.kernels.bpe.piece_part_end`), as
+    uint64[bpe.CUT_WORDS], or one zero word when nowhere: words 0..1023 a bit per BMP code point for
+    the characters in no token a merge can produce (``made``; so no merge joins them to a neighbour),
+    then from ``bpe.TAIL_CUTS`` two words per ASCII character y with bit x set when no such token
+    holds "xy" (so no merge joins a word's last character y to the x before it). A character counts
+    only when it is a token itself or, when an unknown character comes out alone (``unknown_alone``:
+    no fusing of unknown runs), not one either."""
     # every character of the tokens of two characters or more (a merge makes no single character;
     # over 4 bytes a token has two at least); bytes that are not UTF-8 end the search: no cuts
     try:
-        text = b"".join([t for t in made if len(t) > 4 or len(t.decode("utf-8", "surrogateescape")) != 1]
-                        ).decode("utf-8")
+        texts = [t.decode("utf-8") for t in made
+                 if len(t) > 4 or len(t.decode("utf-8", "surrogateescape")) != 1]
     except UnicodeDecodeError:
         return np.zeros(1, np.uint64)
-    code_points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    # U+FFFF between tokens: no pair of ASCII characters spans two of them
+    code_points = np.frombuffer("\uffff".join(texts).encode("utf-32-le"), np.uint32)
+    known = np.ones(0x10000, np.bool_) if unknown_alone else char_ids >= 0
     cut = np.ones(0x10000, np.bool_)
     cut[code_points[code_points < 0x10000]] = False
     cut[0xD800:0xE000] = False
-    if not unknown_alone:
-        cut &= char_ids >= 0
-    if not cut.any():
+    cut &= known
+    left, right = code_points[:-1], code_points[1:]
+    inside = (left < 128) & (right < 128)
+    joined = np.zeros((128, 128), np.bool_)  # [right, left]: some merged token holds "left right"
+    joined[right[inside], left[inside]] = True
+    tail = ~joined & known[:128][None, :] & known[:128][:, None]
+    if not cut.any() and not tail.any():
         return np.zeros(1, np.uint64)
-    return np.packbits(cut, bitorder="little").view("<u8").astype(np.uint64)
+    words = (np.packbits(cut, bitorder="little").view("<u8"),
+             np.packbits(tail, axis=1, bitorder="little").view("<u8").reshape(-1))
+    return np.concatenate(words).astype(np.uint64)
 
 
 def _lookup(vocab: TokenTable, data: bytes) -> int:
