@@ -158,11 +158,9 @@ def _space_split_end(buf, ps, pe, unsafe_prev):
     return pe
 
 
-# cut_bits (BPEModel.cut_bits): CUT_CHARS words of a bit per BMP code point, then two words per
-# ASCII character from TAIL_CUTS (see piece_part_end)
-CUT_CHARS = 1024
-TAIL_CUTS = CUT_CHARS
-CUT_WORDS = CUT_CHARS + 2 * 128
+# cut_bits (BPEModel.cut_bits): words 0..1023 a bit per BMP code point, then from TAIL_CUTS two words
+# per ASCII character (see piece_part_end)
+TAIL_CUTS = 0x10000 // 64
 
 # A part longer than this (the piece cache's longest) is also cut around the characters in the
 # vocabulary's ``cut_bits``: a line of words between newlines, one sentencepiece piece, then goes

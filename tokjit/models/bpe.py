@@ -322,7 +322,7 @@ def _space_symbol_unsafe_prev(made: list[bytes], vocab: TokenTable):
     if space_id < 0:
         return None
     unsafe = set()
-    for tok in [t for t in made if t.find(SPACE_SYMBOL, 1) > 0]:
+    for tok in made:
         pos = tok.find(SPACE_SYMBOL, 1)
         while pos > 0:
             try:
@@ -335,10 +335,10 @@ def _space_symbol_unsafe_prev(made: list[bytes], vocab: TokenTable):
 
 def _cut_characters(made: list[bytes], char_ids: np.ndarray, unknown_alone: bool):
     """Where a SentencePiece-style piece may be cut (:func:`tokjit.kernels.bpe.piece_part_end`), as
-    uint64[bpe.CUT_WORDS], or one zero word when nowhere: words 0..1023 a bit per BMP code point for
-    the characters in no token a merge can produce (``made``; so no merge joins them to a neighbour),
-    then from ``bpe.TAIL_CUTS`` two words per ASCII character y with bit x set when no such token
-    holds "xy" (so no merge joins a word's last character y to the x before it). A character counts
+    uint64[1024 + 256], or one zero word when nowhere: words 0..1023 a bit per BMP code point for the
+    characters in no token a merge can produce (``made``; so no merge joins them to a neighbour),
+    then from ``bpe.TAIL_CUTS`` (1024) two words per ASCII character y with bit x set when no such
+    token holds "xy" (so no merge joins a word's last character y to the x before it). A character counts
     only when it is a token itself or, when an unknown character comes out alone (``unknown_alone``:
     no fusing of unknown runs), not one either."""
     # every character of the tokens of two characters or more (a merge makes no single character;
