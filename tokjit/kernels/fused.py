@@ -19,7 +19,7 @@ from tokjit.kernels.split_known import DEFER, NOT_TILED, SHAPE_VM, split_known
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable
 from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
                                         release_gil, retake_gil, text_utf8, thread_session)
-from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, vocab_scalars
+from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, segment_bpe, vocab_scalars
 from tokjit.kernels.memops import copy_from_address, prefetch_row
 from tokjit.kernels.piece_cache import (INLINE_IDS, MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put,
                                         cache_put_key, cacheable_key, home_row, piece_words)
@@ -338,8 +338,8 @@ def _encode_segments(vocab, segment_scalars, scratch, buf, ps, first_end, pe, pi
                      out_ids, at, tok_starts, tok_ends):
     """Ids of piece ``buf[ps:pe]`` cut into segments (the first ends at ``first_end``), each from the
     scratch's piece cache or BPE, written from ``out_ids[at]``; returns their number.
-    ``piece_starts[spare]`` / ``piece_ends[spare]`` (unused entries) carry a segment to
-    :func:`bpe_core`. A segment that may be a token BPE cannot build stays out of the cache
+    ``piece_starts[spare:]`` / ``piece_ends[spare:]`` (unused entries, room for one per byte) hold the
+    segments. A segment that may be a token BPE cannot build stays out of the cache
     (``vocab.unreachable_bits``, see :func:`~tokjit.kernels.atoms.mark_unreachable`). Structures, not
     their arrays, are passed, as to :func:`bpe_core`: it is called once per new CJK piece."""
     c = borrow(scratch, "cache")
@@ -347,30 +347,45 @@ def _encode_segments(vocab, segment_scalars, scratch, buf, ps, first_end, pe, pi
                                                       borrow(c, "fill"))
     atom_ids, edge_bits = borrow(vocab, "atom_ids"), borrow(vocab, "edge_bits")
     pair_bits, unreachable_bits = borrow(vocab, "pair_bits"), borrow(vocab, "unreachable_bits")
-    n = 0
+    byte_ids, pair_table = borrow(vocab, "byte_ids"), (borrow(vocab, "pair_slots"), borrow(vocab, "pair_rows"))
+    seg_ids, seg_ranks, pair_cache = borrow(scratch, "id"), borrow(scratch, "rank"), borrow(c, "pairs")
+    # the segments first, into the unused piece entries, each one's cache row requested as it is cut:
+    # a new piece's segments are mostly new too, and a lookup's row is as far away as a piece's
+    n_seg = 0
     s = ps
     e = first_end
-    while s < pe:
+    while True:
+        piece_starts[spare + n_seg] = s
+        piece_ends[spare + n_seg] = e
+        n_seg += 1
+        if e - s > 4:  # not one character alone (no lookup for those)
+            prefetch_row(cache_rows, home_row(cache_rows, cacheable_key(buf, s, e)[0]))
+        if e >= pe:
+            break
+        s = e
+        e = atom_segment_end(buf, s, pe, atom_ids, edge_bits, pair_bits)
+    n = 0
+    for j in range(spare, spare + n_seg):
+        s = piece_starts[j]
+        e = piece_ends[j]
         cp, step = decode_bmp(buf, s, e)
         if step == e - s and cp >= 0:
             # one character alone between cuts: an atom (a cut has an atom on each side), which
             # BPE forms whole (A1), so its id is the atom's token
             out_ids[at + n] = atom_ids[cp]
             n += 1
-        else:
-            cacheable = e - s <= MAX_PIECE and not maybe_unreachable(unreachable_bits, buf, s, e)
-            row = cache_find(cache_rows, cache_bytes, buf, s, e) if cacheable else -1
-            if row >= 0:
-                n += cache_emit(cache_rows, cache_ids, row, out_ids, at + n)
-            else:
-                piece_starts[spare] = s
-                piece_ends[spare] = e
-                k = bpe_core(vocab, segment_scalars, scratch, buf, piece_starts, piece_ends, spare, 1,
-                             out_ids[at + n:], tok_starts, tok_ends)
-                if cacheable:
-                    cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, s, e, out_ids, at + n, k)
-                n += k
-        s = e
-        if s < pe:
-            e = atom_segment_end(buf, s, pe, atom_ids, edge_bits, pair_bits)
+            continue
+        cacheable = e - s <= MAX_PIECE and not maybe_unreachable(unreachable_bits, buf, s, e)
+        row = cache_find(cache_rows, cache_bytes, buf, s, e) if cacheable else -1
+        if row >= 0:
+            n += cache_emit(cache_rows, cache_ids, row, out_ids, at + n)
+            continue
+        k = segment_bpe(buf, s, e, atom_ids, edge_bits, byte_ids, pair_table, pair_cache, seg_ids, seg_ranks,
+                        out_ids, at + n)
+        if k < 0:
+            k = bpe_core(vocab, segment_scalars, scratch, buf, piece_starts, piece_ends, j, 1, out_ids[at + n:],
+                         tok_starts, tok_ends)
+        if cacheable:
+            cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, s, e, out_ids, at + n, k)
+        n += k
     return n
