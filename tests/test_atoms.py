@@ -162,6 +162,39 @@ def test_cuts_split_han_runs_into_short_segments():
     assert buf.shape[0] / n_segments < 16
 
 
+def _whole_long_runs(tok) -> int:
+    """Rows of the calling thread's piece cache that hold a whole run of Han or kana of 16+ bytes."""
+    rows = tok._fused._thread().cache_arrays[0]
+    length = rows[:, 2] & 0x3F
+    first = rows[:, 0] & 0xFF
+    second = (rows[:, 0] >> 8) & 0xFF
+    run = ((first >= 0xE3) & (first <= 0xED)) | ((second >= 0xE3) & (second <= 0xED))
+    return int(((length >= 16) & run).sum())
+
+
+@pytest.mark.parametrize("name", ["llama3", "o200k_base"])
+def test_long_runs_read_again_come_whole_from_the_cache(name):
+    """Runs of Han or kana of 16+ bytes are segmented each time they are met, and from their third
+    meeting looked up and kept whole (``piece_cache.met_before``): text read four times gives the
+    reference's ids on every pass, and the cache takes in whole runs at the third pass."""
+    tok, reference = _load(name)
+    lines = []
+    for corpus in ("japanese.txt", "chinese.txt"):
+        text = shared_path("corpus", "multilingual", corpus).read_text(encoding="utf-8")
+        lines += [line for line in text.splitlines()[:300] if line.strip()]
+    want = reference(lines)
+    counts = [_whole_long_runs(tok)]
+    for _ in range(4):
+        got = tok.encode_batch(lines, num_threads=1)
+        assert (m := first_mismatch(lines, got, want)) is None, m
+        counts.append(_whole_long_runs(tok))
+    # a pass keeps the runs met for the third time: in the first, those the text itself repeats; in
+    # the second, few more; in the third, every run the text has
+    kept = [b - a for a, b in zip(counts, counts[1:])]
+    assert kept[2] > 200 and kept[2] > 3 * kept[1] and kept[3] < kept[2] // 10, counts
+    assert (m := first_mismatch(lines, [tok.encode(t) for t in lines], want)) is None, m
+
+
 MERGE_LISTS = {"llama3": ("hf/llama3/tokenizer.json", 280147), "gemma3": ("hf/gemma3/tokenizer.json", 514906)}
 
 

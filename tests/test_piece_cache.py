@@ -84,3 +84,20 @@ def test_pieces_that_differ_late_are_told_apart():
     for i, piece in enumerate(pieces):
         assert _lookup(cache, piece) in ([i], None), piece
     assert sum(_lookup(cache, p) is not None for p in pieces) >= 6
+
+
+def test_met_before_admits_a_piece_from_its_third_meeting():
+    """Long Han/kana runs are looked up and kept whole only from their third meeting
+    (``met_before``): the first two meetings answer False, every later one True, pieces of other
+    hashes are not disturbed, and the bits start again once an eighth of them are set."""
+    admit = np.zeros(2 * pc.ADMIT_WORDS + 1, np.uint64)
+    h = np.int64(0x1234_5678_9ABC_DEF1)
+    other = np.int64(h ^ (np.int64(1) << 45))  # another admission bit
+    assert [pc.met_before(admit, h) for _ in range(4)] == [False, False, True, True]
+    assert [pc.met_before(admit, other) for _ in range(3)] == [False, False, True]
+    assert not pc.met_before(np.zeros(1, np.uint64), h)  # a cache that keeps nothing
+    rng = np.random.default_rng(5)
+    for x in rng.integers(-(1 << 62), 1 << 62, size=pc.ADMIT_BITS // 4):
+        pc.met_before(admit, np.int64(x))
+    # cleared at least once on the way: the bits set stay below an eighth of them
+    assert int(admit[2 * pc.ADMIT_WORDS]) < pc.ADMIT_BITS // 8

@@ -22,7 +22,7 @@ from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, cod
 from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, segment_bpe, vocab_scalars
 from tokjit.kernels.memops import copy_from_address, prefetch_row
 from tokjit.kernels.piece_cache import (INLINE_IDS, MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put,
-                                        cache_put_key, cacheable_key, home_row, piece_words)
+                                        cache_put_key, cacheable_key, home_row, met_before, piece_words)
 from tokjit.kernels.structs import BPE_SESSION, borrow, struct_at
 from tokjit.kernels.utf8 import decode_bmp
 
@@ -35,9 +35,12 @@ STATUS_OUT_FULL = 2  # output buffer full: grow and resume at this doc
 STEP_BUDGET_PER_BYTE = 256  # backtracking steps per byte before a document goes to the memoizing path
 
 # pieces this long starting with a character of U+3000..U+DFFF (a run of Han, kana, Hangul: lead byte
-# E3..ED, after at most a one-byte prefix) are not looked up or kept whole in the piece cache: ~9% of
-# them recur in Chinese or Japanese text, and their segments are cached (emoji runs, which are not
-# cut, stay cached whole)
+# E3..ED, after at most a one-byte prefix) are looked up and kept whole in the piece cache only when
+# met before (piece_cache.met_before): ~9% of them recur in Chinese or Japanese text, and their
+# segments are cached anyway. Keeping every one cost new Japanese 13-15% (llama3, one thread), and
+# looking each one up (a miss reads rows past the one requested ahead) 7% with cold CPU caches
+# (o200k); keeping none left text read again at 96-97 MB/s (o200k, llama3 Japanese) where whole
+# pieces give 138-154.
 LONG_RUN_BYTES = 16
 
 # how many pieces ahead the piece loop requests cache rows (one ahead left a hit's load the largest
@@ -233,6 +236,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             borrow(sp, "rx_params"), borrow(sp, "tok_starts"), borrow(sp, "tok_ends"), borrow(sp, "io"))
     cache_rows, cache_bytes, cache_ids, cache_fill = (borrow(c, "rows"), borrow(c, "byte_pool"), borrow(c, "id_pool"),
                                                       borrow(c, "fill"))
+    cache_admit = borrow(c, "admit")
     scalars = vocab_scalars(v)
     flags, unk_id, max_len = scalars
     atom_ids, edge_bits, pair_bits = borrow(v, "atom_ids"), borrow(v, "edge_bits"), borrow(v, "pair_bits")
@@ -299,8 +303,10 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                     w0, w1 = piece_words(buf, ps, pe)
                     if pe <= ps:
                         continue
-                    cacheable = pe - ps <= MAX_PIECE and not (segmenting and pe - ps >= LONG_RUN_BYTES and (
-                        0xE3 <= buf[ps] <= 0xED or 0xE3 <= buf[ps + 1] <= 0xED))
+                    cacheable = pe - ps <= MAX_PIECE
+                    if cacheable and segmenting and pe - ps >= LONG_RUN_BYTES and (
+                            0xE3 <= buf[ps] <= 0xED or 0xE3 <= buf[ps + 1] <= 0xED):
+                        cacheable = met_before(cache_admit, h)
                     if cacheable:
                         row = cache_find_key(cache_rows, cache_bytes, buf, ps, pe, h, w0, w1)
                         if row >= 0:

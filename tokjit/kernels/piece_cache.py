@@ -241,6 +241,37 @@ def cache_put_key(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k, h, w0, 
     rows[r, 2] = meta
 
 
+# Pieces that mostly do not recur (long runs of Han or kana: ~9% recur) are looked up and kept only
+# from the second time they are met: a bit per hash of a piece met (128 Kbit, 16 KB: it stays in the
+# core's cache), the last word counting the bits set; all are cleared once ADMIT_BITS / 8 are set
+# (16K pieces, ~600 KB of Japanese), so a false "met before" stays below ~1 in 8.
+ADMIT_BITS = 1 << 17
+ADMIT_WORDS = ADMIT_BITS // 64
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def met_before(admit, h):
+    """Whether a piece of hash ``h`` was met at least twice before: its bit is set in both halves of
+    ``admit`` (uint64[2 * ADMIT_WORDS + 1]); sets the bit in the first half, or in the second when the
+    first was set. A stand-in of one word (a cache that keeps nothing) answers False."""
+    if admit.shape[0] <= 2 * ADMIT_WORDS:
+        return False
+    bit = (h >> 40) & (ADMIT_BITS - 1)  # other bits than the home row's (the low ones)
+    w = bit >> 6
+    mask = np.uint64(1) << np.uint64(bit & 63)
+    if admit[w] & mask:
+        if admit[ADMIT_WORDS + w] & mask:
+            return True
+        admit[ADMIT_WORDS + w] |= mask
+        return False
+    admit[w] |= mask
+    admit[2 * ADMIT_WORDS] += np.uint64(1)
+    if admit[2 * ADMIT_WORDS] >= np.uint64(ADMIT_BITS // 8):
+        for k in range(2 * ADMIT_WORDS + 1):
+            admit[k] = np.uint64(0)
+    return False
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _empty_pools(rows, fill):
     """Forget every piece that keeps bytes or ids in a pool and start both pools again, so that long

@@ -262,6 +262,7 @@ def make_bpe_vocab(model, merge_long_fn: int) -> BPEVocab:
 
 PieceCacheType, PieceCache, PIECE_CACHE = _declare("PieceCache", [
     ("rows", types.int64[:, ::1]), ("byte_pool", _U8), ("id_pool", _I32), ("fill", _I64), ("pairs", _I64),
+    ("admit", _U64),
 ])
 
 
@@ -273,6 +274,7 @@ def _new_piece_cache(fields):
     s.id_pool = fields[2]
     s.fill = fields[3]
     s.pairs = fields[4]
+    s.admit = fields[5]
     return s
 
 
@@ -287,7 +289,8 @@ def make_piece_cache(slots: int | None = None, seed: tuple[np.ndarray, np.ndarra
 
 def piece_cache_arrays(slots: int | None = None, seed: tuple[np.ndarray, np.ndarray] | None = None,
                        arrays: tuple | None = None) -> tuple[PieceCache, tuple]:
-    """:func:`make_piece_cache` and its arrays (rows, byte pool, id pool, fill, pair cache), from which
+    """:func:`make_piece_cache` and its arrays (rows, byte pool, id pool, fill, pair cache, admission
+    bits: :func:`~tokjit.kernels.piece_cache.met_before`), from which
     :func:`copy_piece_cache` copies it; with ``arrays``, a cache over those arrays (the caller's own)."""
     from tokjit.kernels import piece_cache as pc
     if arrays is None:
@@ -297,7 +300,8 @@ def piece_cache_arrays(slots: int | None = None, seed: tuple[np.ndarray, np.ndar
             (np.zeros((rows, pc.ROW), np.int64), np.zeros(3, np.int64))
         arrays = (table, np.zeros(1 if small else pc.POOL_BYTES, np.uint8),
                   np.zeros(1 if small else pc.POOL_IDS, np.int32), fill,
-                  np.full(2 * pc.PAIR_CACHE_SLOTS, -1, np.int64))
+                  np.full(2 * pc.PAIR_CACHE_SLOTS, -1, np.int64),
+                  np.zeros(1 if small else 2 * pc.ADMIT_WORDS + 1, np.uint64))
     return _new_piece_cache(arrays), arrays
 
 
