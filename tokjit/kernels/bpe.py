@@ -359,6 +359,41 @@ def _link_pair(buf, ws_start, piece_end, links, a, by_bytes, tok_blob, tok_offse
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _lowest_ranked(ranks, m):
+    """Index of the pair to merge among the ``m - 1`` pairs of ``m`` symbols (``ranks[k]`` = ``rank <<
+    32 | merged id`` of symbol ``k`` and the next): the lowest rank, the leftmost of equals, as HF and
+    tiktoken take it; -1 when no pair merges (every rank NO_RANK). O(m)."""
+    best = np.int64(NO_RANK)
+    bi = -1
+    for k in range(m - 1):
+        r = ranks[k] >> 32
+        if r < best:
+            best = r
+            bi = k
+    return bi
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _merge_pair(ids, ranks, bi, m):
+    """Merge symbol ``bi`` with the next (into the id its rank word holds) in the compact arrays of
+    ``m`` symbols; returns ``m - 1``. The pairs around ``bi`` are stale: the caller ranks them again."""
+    ids[bi] = np.int32(ranks[bi] & 0xFFFFFFFF)
+    for k in range(bi + 1, m - 1):
+        ids[k] = ids[k + 1]
+        ranks[k] = ranks[k + 1]
+    return m - 1
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _prefetch_new_pairs(ids, bi, m, pair_slots, pair_cache):
+    """Start fetching the two pairs a merge at ``bi`` made (with the symbol before and after)."""
+    if bi > 0:
+        _prefetch_pair(ids[bi - 1], ids[bi], pair_slots, pair_cache)
+    if bi < m - 1:
+        _prefetch_pair(ids[bi], ids[bi + 1], pair_slots, pair_cache)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _ranked_pair(id_left, id_right, pair_table, pair_cache):
     """``rank << 32 | merged id`` of two adjacent symbols, ``NO_RANK << 32`` when they do not merge."""
     value = _cached_pair_value(id_left, id_right, pair_table, pair_cache)
@@ -399,24 +434,11 @@ def segment_bpe(buf, s, e, atom_ids, edge_bits, byte_ids, pair_table, pair_cache
     for k in range(m - 1):
         ranks[k] = _ranked_pair(ids[k], ids[k + 1], pair_table, pair_cache)
     while m > 1:
-        best = np.int64(NO_RANK)
-        bi = -1
-        for k in range(m - 1):
-            r = ranks[k] >> 32
-            if r < best:
-                best = r
-                bi = k
+        bi = _lowest_ranked(ranks, m)
         if bi < 0:
             break
-        ids[bi] = np.int32(ranks[bi] & 0xFFFFFFFF)
-        for k in range(bi + 1, m - 1):
-            ids[k] = ids[k + 1]
-            ranks[k] = ranks[k + 1]
-        m -= 1
-        if bi > 0:
-            _prefetch_pair(ids[bi - 1], ids[bi], pair_slots, pair_cache)
-        if bi < m - 1:
-            _prefetch_pair(ids[bi], ids[bi + 1], pair_slots, pair_cache)
+        m = _merge_pair(ids, ranks, bi, m)
+        _prefetch_new_pairs(ids, bi, m, pair_slots, pair_cache)
         if bi > 0:
             ranks[bi - 1] = _ranked_pair(ids[bi - 1], ids[bi], pair_table, pair_cache)
         if bi < m - 1:
@@ -911,27 +933,14 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
                     n_touched = _note_candidate(mid, ws_start[k + 1] - ws_start[k], token_flags, rev_left,
                                                 touched, n_touched)
             while m > 1:
-                best = np.int64(NO_RANK)
-                bi = -1
-                for k in range(m - 1):
-                    r = ws_rank[k] >> 32
-                    if r < best:
-                        best = r
-                        bi = k
+                bi = _lowest_ranked(ws_rank, m)
                 if bi < 0:
                     break
-                ws_id[bi] = np.int32(ws_rank[bi] & 0xFFFFFFFF)
-                for k in range(bi + 1, m - 1):
+                for k in range(bi + 1, m):
                     ws_start[k] = ws_start[k + 1]
-                    ws_id[k] = ws_id[k + 1]
-                    ws_rank[k] = ws_rank[k + 1]
-                ws_start[m - 1] = ws_start[m]
-                m -= 1
+                m = _merge_pair(ws_id, ws_rank, bi, m)
                 if not by_bytes:
-                    if bi > 0:
-                        _prefetch_pair(ws_id[bi - 1], ws_id[bi], pair_slots, pair_cache)
-                    if bi < m - 1:
-                        _prefetch_pair(ws_id[bi], ws_id[bi + 1], pair_slots, pair_cache)
+                    _prefetch_new_pairs(ws_id, bi, m, pair_slots, pair_cache)
                 if bi > 0:
                     r, mid = _pair_rank(buf, ws_start[bi - 1], ws_id[bi - 1], ws_start[bi + 1], ws_id[bi], by_bytes,
                                         tok_blob, tok_offsets, tok_table, merge_rank,
