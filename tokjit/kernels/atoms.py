@@ -235,6 +235,13 @@ def maybe_unreachable(bits, buf, s, e):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def maybe_unreachable_key(bits, h):
+    """:func:`maybe_unreachable` of the bytes whose :func:`~tokjit.kernels.piece_cache.piece_key` hash is
+    ``h`` (for a caller that has the key already, to look the piece up in the cache)."""
+    return _has_bit(bits, h & (UNREACHABLE_BITS - 1))
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def atom_segment_end(buf, ps, pe, atom_ids, edge_bits, pair_bits):
     """End of the first segment of piece ``buf[ps:pe]``: the first boundary between two atoms whose
     character pair occurs in no token (see the module docstring), else ``pe``. O(segment)."""

@@ -16,13 +16,13 @@ from tokjit.kernels.atomics import CLAIMED, FINISHED, N_CHUNKS, fetch_add, wait_
 from tokjit.kernels.split import SPLIT_ISOLATED, apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, NOT_TILED, SHAPE_VM, split_known
-from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable
+from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable_key
 from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
                                         release_gil, retake_gil, text_utf8, thread_session)
 from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, segment_bpe, vocab_scalars
 from tokjit.kernels.memops import copy_from_address, prefetch_row
-from tokjit.kernels.piece_cache import (INLINE_IDS, MAX_PIECE, cache_emit, cache_find, cache_find_key, cache_put,
-                                        cache_put_key, cacheable_key, home_row, met_before, piece_words)
+from tokjit.kernels.piece_cache import (INLINE_IDS, MAX_PIECE, cache_emit, cache_find_key, cache_put_key,
+                                        cacheable_key, home_row, met_before, piece_words)
 from tokjit.kernels.structs import BPE_SESSION, borrow, struct_at
 from tokjit.kernels.utf8 import decode_bmp
 
@@ -35,12 +35,12 @@ STATUS_OUT_FULL = 2  # output buffer full: grow and resume at this doc
 STEP_BUDGET_PER_BYTE = 256  # backtracking steps per byte before a document goes to the memoizing path
 
 # pieces this long starting with a character of U+3000..U+DFFF (a run of Han, kana, Hangul: lead byte
-# E3..ED, after at most a one-byte prefix) are looked up and kept whole in the piece cache only when
-# met before (piece_cache.met_before): ~9% of them recur in Chinese or Japanese text, and their
-# segments are cached anyway. Keeping every one cost new Japanese 13-15% (llama3, one thread), and
-# looking each one up (a miss reads rows past the one requested ahead) 7% with cold CPU caches
-# (o200k); keeping none left text read again at 96-97 MB/s (o200k, llama3 Japanese) where whole
-# pieces give 138-154.
+# E3..ED, after at most a one-byte prefix) are looked up and kept whole in the piece cache only from
+# their third meeting (piece_cache.met_before): ~9% of them recur in Chinese or Japanese text, and
+# their segments are cached anyway. Keeping every one cost new Japanese 13-15% (llama3, one thread),
+# looking each one up (a miss reads rows past the one requested ahead) 7% with cold CPU caches, and
+# keeping them from the second meeting 3.6-4.5% (o200k); keeping none left text read again at
+# 96-97 MB/s (o200k, llama3 Japanese) where whole pieces give 134-167.
 LONG_RUN_BYTES = 16
 
 # how many pieces ahead the piece loop requests cache rows (one ahead left a hit's load the largest
@@ -381,8 +381,9 @@ def _encode_segments(vocab, segment_scalars, scratch, buf, ps, first_end, pe, pi
             out_ids[at + n] = atom_ids[cp]
             n += 1
             continue
-        cacheable = e - s <= MAX_PIECE and not maybe_unreachable(unreachable_bits, buf, s, e)
-        row = cache_find(cache_rows, cache_bytes, buf, s, e) if cacheable else -1
+        h, w0, w1 = cacheable_key(buf, s, e)  # one key for the unreachable bit, the lookup and the put
+        cacheable = e - s <= MAX_PIECE and not maybe_unreachable_key(unreachable_bits, h)
+        row = cache_find_key(cache_rows, cache_bytes, buf, s, e, h, w0, w1) if cacheable else -1
         if row >= 0:
             n += cache_emit(cache_rows, cache_ids, row, out_ids, at + n)
             continue
@@ -392,6 +393,6 @@ def _encode_segments(vocab, segment_scalars, scratch, buf, ps, first_end, pe, pi
             k = bpe_core(vocab, segment_scalars, scratch, buf, piece_starts, piece_ends, j, 1, out_ids[at + n:],
                          tok_starts, tok_ends)
         if cacheable:
-            cache_put(cache_rows, cache_bytes, cache_ids, cache_fill, buf, s, e, out_ids, at + n, k)
+            cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, buf, s, e, out_ids, at + n, k, h, w0, w1)
         n += k
     return n
