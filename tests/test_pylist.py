@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -100,3 +101,29 @@ def test_single_call_lists_match_tiktoken(shared, api):
     del lists
     gc.collect()
     assert same and sum(during) - sum(before) == uses and _counts(table, probed) == before
+
+
+class _Held:
+    """An object that can be watched through a weak reference."""
+
+
+def test_id_lists_are_left_to_reference_counting(shared, api):
+    """Batch and single-call lists are untracked by the cycle collector (they hold ints only; each
+    collection would traverse them), and whatever a caller puts into one is still held by it
+    through every collection."""
+    tok = tokjit.get_encoding("o200k_base")
+    texts = [t for t in corpus_lines(limit_per_file=50) if t][:100]
+    assert len(texts) > 64  # past the few short texts that single calls answer
+    batch = tok.encode_batch(texts, num_threads=1)
+    single = tok.encode(texts[0])
+    assert batch[0] == single
+    assert gc.is_tracked(batch)  # the outer list is the caller's ordinary list
+    assert not any(gc.is_tracked(x) for x in batch) and not gc.is_tracked(single)
+    held = _Held()
+    watch = weakref.ref(held)
+    held.ids = batch[1]  # a cycle the collector cannot see: the list is kept by reference counts
+    batch[1].append(held)
+    single.append({"held": held})
+    del held
+    gc.collect()
+    assert watch() is not None and batch[1][-1] is watch() and single[-1]["held"] is watch()

@@ -167,6 +167,8 @@ def _exercise(family: str) -> tuple[str, float]:
             ids = tok.encode(text, parse_special=parse_special)
             tok.decode(ids)
         tok.encode_batch(SAMPLE, parse_special=parse_special, num_threads=2)
+        # past the few short texts answered by single calls: the batch kernels and the list builder
+        tok.encode_batch(SAMPLE * 20, parse_special=parse_special, num_threads=1)
         # large enough to be shared between two threads (the chunk kernels)
         tok.encode_batch_numpy(SAMPLE * 100, parse_special=parse_special, num_threads=2)
         tok.encode_batch_numpy(SAMPLE, parse_special=parse_special, num_threads=1)

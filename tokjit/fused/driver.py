@@ -11,6 +11,7 @@ so concurrent calls from many Python threads are safe.
 
 from __future__ import annotations
 
+import gc
 import sys
 import weakref
 from unicodedata import is_normalized
@@ -216,7 +217,8 @@ class FusedPath:
             counted = sorted({i for i in ids if 256 < i < st.table.shape[0]})  # small ints may be immortal
             before = [sys.getrefcount(st.table[i]) for i in counted]
             made = entry(address, sample, RESULT_LIST | SESSION_GIVEN)
-            if type(made) is not list or made != ids or any(x is not st.table[i] for x, i in zip(made, ids)):
+            if type(made) is not list or made != ids or gc.is_tracked(made) \
+                    or any(x is not st.table[i] for x, i in zip(made, ids)):
                 return False
             uses = [sys.getrefcount(st.table[i]) - b - made.count(i) for i, b in zip(counted, before)]
             del made

@@ -95,7 +95,8 @@ IO_ARRAY_NEW = 18
 IO_ARRAY_TYPE = 19
 IO_ARRAY_DATA = 20  # offset of an array's data pointer
 IO_DIMS = 21  # scratch: the one dimension PyArray_New reads
-IO_SIZE = 22
+IO_UNTRACK = 22  # PyObject_GC_UnTrack: id lists are left untracked (kernels.pylist says why)
+IO_SIZE = 23
 
 NPY_INT32 = 5  # numpy's type number of int32 (fixed by its C API)
 
@@ -319,7 +320,8 @@ def deliver(io, out, n, result):
         return _as_object(obj)
     if io[IO_TABLE] == 0:
         return code_object(io, NOT_BUILT)
-    obj = new_list(io[IO_LIST_NEW], io[IO_INCREF], io[IO_LIST_ITEMS], out, 0, n, io[IO_TABLE], io[IO_TABLE_LEN])
+    obj = new_list(io[IO_LIST_NEW], io[IO_INCREF], io[IO_UNTRACK], io[IO_LIST_ITEMS], out, 0, n, io[IO_TABLE],
+                   io[IO_TABLE_LEN])
     if obj == 0:  # an id past the table (nothing made), or no memory for the list
         _call_void(io[IO_ERR_CLEAR])
         return code_object(io, NOT_BUILT)
@@ -373,6 +375,7 @@ def _functions(list_items_offset: int | None) -> np.ndarray:
     io[IO_MAKES] = 1
     io[IO_LIST_NEW] = _c_function("PyList_New")
     io[IO_INCREF] = _c_function("Py_IncRef")
+    io[IO_UNTRACK] = _c_function("PyObject_GC_UnTrack")
     io[IO_LIST_ITEMS] = list_items_offset
     table = (ctypes.c_void_p * (_NPY_ARRAY_NEW + 1)).from_address(_numpy_api())
     io[IO_ARRAY_NEW] = table[_NPY_ARRAY_NEW]
