@@ -24,7 +24,10 @@ Each repetition times every (library, mode) on a new slice of the corpus that no
 peers, then the next repetition), so a cache of whole inputs or long pieces cannot turn later
 repetitions into lookups; every run gets new str objects of its texts (CPython caches a str's UTF-8
 once a library asks for it, PyO3's ``to_str`` does, and the next library would read it free);
-medians are reported as MB/s of UTF-8 input. After each repetition, outside the timed region, every
+medians are reported as MB/s of UTF-8 input. Before each timed run the young generations of the
+cycle collector are collected (``gc.collect(1)``, untimed; the child process does the same): the
+outputs of the runs before are kept for the id check, and without it the collections a run's own
+allocations start traversed its predecessors' lists (fastokens' loop read 19 MB/s instead of 42). After each repetition, outside the timed region, every
 output is compared with the reference's per-call ids of the same lines: a mode that differs is shown
 with ``!`` and its number of differing lines, and is never counted as "best". A library that is not
 installed or cannot load the tokenizer is printed with the reason. ``*`` marks a 1-thread mode whose
@@ -44,6 +47,7 @@ array call against array calls; the closing summary lists every place tokjit is 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -166,6 +170,10 @@ def measure_cell(engines: dict[str, Engine | str], parts: list[dict[str, list[st
             texts = fresh_strs(by_label[label])
             n_bytes = sum(len(t.encode("utf-8")) for t in texts)
             run = runner(engine, mode, threads, texts)
+            # The young objects of the runs before (other libraries' outputs, kept for the id check)
+            # go to the oldest generation first: a library's run pays for the collections of its
+            # own objects only, not for traversing its predecessors' lists
+            gc.collect(1)
             cpu0, wall0 = time.process_time(), time.perf_counter()
             try:
                 out = run()
