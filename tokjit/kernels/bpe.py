@@ -402,15 +402,16 @@ def _ranked_pair(id_left, id_right, pair_table, pair_cache):
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def segment_bpe(buf, s, e, atom_ids, edge_bits, byte_ids, pair_table, pair_cache, ids, ranks, out, at):
-    """Byte-level BPE of one segment ``buf[s:e]`` of a piece cut at atoms (:mod:`tokjit.kernels.atoms`)
-    by id pairs, its ids written from ``out[at]``; returns their number, or -1 (nothing written) when
-    the segment has more than SCAN_LIMIT symbols (:func:`bpe_core` takes those).
+    """Byte-level BPE of ``buf[s:e]`` by id pairs, its ids written from ``out[at]``; returns their
+    number, or -1 (nothing written) when it has more than SCAN_LIMIT symbols (:func:`bpe_core` takes
+    those). ``buf[s:e]`` is a segment of a piece cut at atoms (:mod:`tokjit.kernels.atoms`), or a
+    short new piece that cannot be a token BPE does not build (the caller checked).
 
-    What :func:`bpe_core` does for such a segment (its flags: byte symbols, atoms, ranks from the pair
-    table, every byte a token), without what only other pieces need: the segment is not a candidate
-    for the whole-piece rule, needs no byte spans (a merge is looked up by its two ids) and no
-    offsets. Segments are what new Chinese and Japanese text sends to BPE, ~10 symbols each, and
-    bpe_core's fixed cost was half of the time of an all-atom one. Symbols start as atoms or single
+    What :func:`bpe_core` does for it (its flags: byte symbols, atoms, ranks from the pair table,
+    every byte a token), without what only other pieces need: no whole-piece rule (moot here), no
+    byte spans (a merge is looked up by its two ids), no offsets. Segments are what new Chinese and
+    Japanese text sends to BPE, ~10 symbols each, and bpe_core's fixed cost was half of the time of an
+    all-atom one; new words are much the same. Symbols start as atoms or single
     bytes; the lowest-ranked pair merges first, the leftmost on ties (a linear scan over ``ranks``,
     ``rank << 32 | merged id`` of each symbol and the next). O(symbols^2)."""
     m = 0

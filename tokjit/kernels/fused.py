@@ -19,7 +19,7 @@ from tokjit.kernels.split_known import DEFER, NOT_TILED, SHAPE_VM, split_known
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable_key
 from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
                                         release_gil, retake_gil, text_utf8, thread_session)
-from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, bpe_core, segment_bpe, vocab_scalars
+from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, SCAN_LIMIT, bpe_core, segment_bpe, vocab_scalars
 from tokjit.kernels.memops import copy_from_address, prefetch_row
 from tokjit.kernels.piece_cache import (INLINE_IDS, MAX_PIECE, cache_emit, cache_find_key, cache_put_key,
                                         cacheable_key, home_row, met_before, piece_words)
@@ -241,6 +241,10 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     flags, unk_id, max_len = scalars
     atom_ids, edge_bits, pair_bits = borrow(v, "atom_ids"), borrow(v, "edge_bits"), borrow(v, "pair_bits")
     segmenting = (flags & FLAG_ATOMS) != 0
+    whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
+    byte_ids, pair_table = borrow(v, "byte_ids"), (borrow(v, "pair_slots"), borrow(v, "pair_rows"))
+    unreachable_bits, seg_ids, seg_ranks = borrow(v, "unreachable_bits"), borrow(bs, "id"), borrow(bs, "rank")
+    pair_cache = borrow(c, "pairs")
     isolated = np.int64(1) if behavior == SPLIT_ISOLATED and not invert else np.int64(0)
     # a segment is never looked up whole: "the piece is a token" is a rule about the whole piece
     segment_scalars = (flags & ~FLAG_WHOLE_PIECE_FIRST, unk_id, max_len)
@@ -324,8 +328,17 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                                               n_out, n_ids, h, w0, w1)
                             n_out += n_ids
                             continue
-                    n_ids = bpe_core(v, scalars, bs, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
-                                     tok_starts, tok_ends)
+                    # a short new piece (most new words) goes to segment_bpe, bpe_core's work for it
+                    # without its fixed cost, unless it may be a token BPE cannot build (then the
+                    # whole-piece rule needs bpe_core's lookup); the atoms make the same symbols
+                    n_ids = -1
+                    if segmenting and pe - ps <= SCAN_LIMIT and not (
+                            whole_first and maybe_unreachable_key(unreachable_bits, h)):
+                        n_ids = segment_bpe(buf, ps, pe, atom_ids, edge_bits, byte_ids, pair_table, pair_cache,
+                                            seg_ids, seg_ranks, out_ids, n_out)
+                    if n_ids < 0:
+                        n_ids = bpe_core(v, scalars, bs, buf, piece_starts, piece_ends, q, 1, out_ids[n_out:],
+                                         tok_starts, tok_ends)
                     if cacheable:
                         cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, buf, ps, pe, out_ids, n_out,
                                       n_ids, h, w0, w1)
