@@ -26,9 +26,9 @@ repetitions into lookups; every run gets new str objects of its texts (CPython c
 once a library asks for it, PyO3's ``to_str`` does, and the next library would read it free);
 medians are reported as MB/s of UTF-8 input. Before each timed run the young generations of the
 cycle collector are collected (``gc.collect(1)``, untimed; the child process does the same): the
-outputs of the runs before are kept for the id check, and without it the collections a run's own
-allocations start traversed its predecessors' lists (fastokens' loop read 19 MB/s instead of 42). After each repetition, outside the timed region, every
-output is compared with the reference's per-call ids of the same lines: a mode that differs is shown
+outputs of the runs before are kept for the id check, and without it the collections that a run's
+own allocations started also traversed its predecessors' lists (fastokens' loop read 19 MB/s
+instead of 42). After each repetition, outside the timed region, every output is compared with the reference's per-call ids of the same lines: a mode that differs is shown
 with ``!`` and its number of differing lines, and is never counted as "best". A library that is not
 installed or cannot load the tokenizer is printed with the reason. ``*`` marks a 1-thread mode whose
 process CPU time exceeded 1.3x its wall time (the library used more threads than asked). On a shared

@@ -43,6 +43,10 @@ STEP_BUDGET_PER_BYTE = 256  # backtracking steps per byte before a document goes
 # 96-97 MB/s (o200k, llama3 Japanese) where whole pieces give 134-167.
 LONG_RUN_BYTES = 16
 
+# new pieces up to this many bytes go to segment_bpe: at most SCAN_LIMIT symbols, and a piece key
+# (what the unreachable bit is read by) exists only up to MAX_PIECE bytes
+LEAN_PIECE_BYTES = min(SCAN_LIMIT, MAX_PIECE)
+
 # how many pieces ahead the piece loop requests cache rows (one ahead left a hit's load the largest
 # stall of an English profile, ~12% of the time; 8 ahead ~6%)
 PREFETCH_AHEAD = 16
@@ -332,7 +336,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                     # without its fixed cost, unless it may be a token BPE cannot build (then the
                     # whole-piece rule needs bpe_core's lookup); the atoms make the same symbols
                     n_ids = -1
-                    if segmenting and pe - ps <= SCAN_LIMIT and not (
+                    if segmenting and pe - ps <= LEAN_PIECE_BYTES and not (
                             whole_first and maybe_unreachable_key(unreachable_bits, h)):
                         n_ids = segment_bpe(buf, ps, pe, atom_ids, edge_bits, byte_ids, pair_table, pair_cache,
                                             seg_ids, seg_ranks, out_ids, n_out)

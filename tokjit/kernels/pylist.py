@@ -88,10 +88,10 @@ def new_list(list_new, incref, untrack, items_at, ids, start, end, table, table_
     """A new list (its address), untracked by the cycle collector, of the shared ints of
     ``ids[start:end]``, or 0 when an id has no int in the table (checked first: nothing is made) or
     the list cannot be made. ``list_new``, ``incref``, ``untrack``: the addresses of ``PyList_New``,
-    ``Py_IncRef``, ``PyObject_GC_UnTrack``. The shared ints are
-    spread over megabytes: the slot of the id 32 on and the int of the id 16 on (its slot asked for
-    16 ids ago) are requested ahead, so the reference counts do not wait; ahead means in ``ids``,
-    whose next lists' ids follow this one's."""
+    ``Py_IncRef``, ``PyObject_GC_UnTrack``. The shared ints are spread over megabytes: the slot of
+    the id 32 on and the int of the id 16 on (its slot asked for 16 ids ago) are requested ahead, so
+    the reference counts do not wait; ahead means in ``ids``, whose next lists' ids follow this
+    one's."""
     for j in range(start, end):
         if ids[j] < 0 or ids[j] >= table_len:
             return 0
