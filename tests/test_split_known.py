@@ -50,11 +50,13 @@ def _generated(n: int, seed: int) -> list[str]:
             body = (run * n)[:n]
             for stop in ("", "é", "É", "B", "b", "1", " ", "'s", "中", "\n", "_"):
                 out.append(" " + body + stop + body)
-    # o200k's ASCII word fast path (one 8-byte load): every prefix kind, case runs around eight bytes
-    # long, and each kind of character that ends them or makes the general path decide
+    # o200k's ASCII word fast path (one 8-byte load, then eight bytes a step): every prefix kind, case
+    # runs around eight and sixteen bytes long, and each kind of character that ends them or makes the
+    # general path decide
     for prefix in ("", " ", "_", "\n", "\r", "1", "é"):
         for word in ("a", "A", "ab", "AB", "Ab", "aB", "ABCDEFG", "ABCDEFGh", "ABCDEFGH", "abcdefg", "abcdefgh",
-                     "Abcdefgh", "ABCDabcd", "ABCDEFGHI", "abcdefghi"):
+                     "Abcdefgh", "ABCDabcd", "ABCDEFGHI", "abcdefghi", "ABCDEFGHIJKLMNOP", "ABCDEFGHIJKLMNOPQ",
+                     "ABCDEFGHIjklmnopqrs", "Abcdefghijklmnopq", "ABCDEFGhijklmnopqrstuvw", "abcdefghijklmnopqrstuvwxyz"):
             for stop in ("", "'s", "'", "é", "É", "\u0301", "ª", " ", "1", "x", "X", ",", "\n"):
                 out.append(prefix + word + stop)
     return out

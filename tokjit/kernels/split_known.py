@@ -299,8 +299,9 @@ def _cased_core(roles, buf, p, end, lower_first):
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _cased_ascii_word(buf, i, end):
-    """End of the o200k word match at ``i`` when all of it is ASCII and decided within one 8-byte
-    load, else -1 (the general path decides). Most pieces of English and code are such words.
+    """End of the o200k word match at ``i`` when all of it is ASCII, else -1 (the general path
+    decides). Most pieces of English and code are such words; one 8-byte load decides most, longer
+    runs go on eight bytes a step (:func:`_ascii_run`).
 
     In ASCII the upper and lower sets are disjoint, so ``[prefix]? U* L+`` is the prefix, every
     upper letter, then at least one lower letter, and ``U+ L*`` (tried when that fails) the prefix
@@ -324,13 +325,18 @@ def _cased_ascii_word(buf, i, end):
     # bytes past m load as 0, which is no letter: a run stops there at the latest
     not_upper = ~_ascii_members(w, ROLE_UPPER) & _HIGH
     if not_upper == 0:
-        return -1  # (trailing_zeros(0) is undefined)
-    n_upper = np.int64(trailing_zeros(not_upper) >> 3)
-    not_lower = (~_ascii_members(w, ROLE_LOWER) & _HIGH) >> np.uint64(8 * n_upper)
-    n_lower = 8 - n_upper if not_lower == 0 else np.int64(trailing_zeros(not_lower) >> 3)
-    run_end = q + n_upper + n_lower
-    if n_upper + n_lower == 0 or (n_upper + n_lower >= m and run_end < end):
-        return -1
+        # eight upper letters (m is 8): the runs go on past the load
+        run_end = _ascii_run(buf, _ascii_run(buf, q + 8, end, ROLE_UPPER), end, ROLE_LOWER)
+    else:
+        n_upper = np.int64(trailing_zeros(not_upper) >> 3)
+        not_lower = (~_ascii_members(w, ROLE_LOWER) & _HIGH) >> np.uint64(8 * n_upper)
+        n_lower = 8 - n_upper if not_lower == 0 else np.int64(trailing_zeros(not_lower) >> 3)
+        run_end = q + n_upper + n_lower
+        if n_upper + n_lower == 0:
+            return -1
+        if n_upper + n_lower >= m and run_end < end:
+            # the lower letters fill the load (a word of 8 letters or more, ~10% of English words)
+            run_end = _ascii_run(buf, run_end, end, ROLE_LOWER)
     if run_end < end:
         t = buf[nonneg(run_end)]
         if t >= 0x80 or t == _APOSTROPHE:
