@@ -101,3 +101,16 @@ def test_met_before_admits_a_piece_from_its_third_meeting():
         pc.met_before(admit, np.int64(x))
     # cleared at least once on the way: the bits set stay below an eighth of them
     assert int(admit[2 * pc.ADMIT_WORDS]) < pc.ADMIT_BITS // 8
+
+
+def test_rows_are_line_aligned_and_homes_even():
+    """A lookup reads its home row and the next from the one line the piece loop prefetched: the
+    table starts a cache line and every home row is even (a row straddling two lines read its meta
+    word from a line nobody had asked for)."""
+    like = np.arange(64 * pc.ROW, dtype=np.int64).reshape(64, pc.ROW)
+    for rows in (pc.line_aligned_rows(1 << 10), pc.line_aligned_rows(64, like)):
+        assert rows.ctypes.data % pc.LINE_BYTES == 0 and rows.flags.c_contiguous and rows.dtype == np.int64
+    assert np.array_equal(pc.line_aligned_rows(64, like), like)
+    rows = pc.line_aligned_rows(1 << 10)
+    homes = {pc.home_row(rows, np.int64(h)) for h in range(-5000, 5000, 7)}
+    assert all(h % 2 == 0 and 0 <= h < rows.shape[0] for h in homes) and len(homes) > 400

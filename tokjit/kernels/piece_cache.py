@@ -60,6 +60,21 @@ _ID3_SHIFT = 36  # bits 36-56: the fourth inline id
 SEED_LOAD = 0.4
 
 
+LINE_BYTES = 64
+
+
+def line_aligned_rows(n_rows: int, like: np.ndarray | None = None) -> np.ndarray:
+    """int64[n_rows, ROW] whose first row starts a cache line (zeros, or a copy of ``like``). numpy
+    aligns large arrays to 16 bytes only: every other 32-byte row then straddled two lines, and a
+    lookup read its meta word from the line after the one its prefetch had asked for."""
+    raw = np.zeros(n_rows * ROW * 8 + LINE_BYTES, np.uint8)
+    skip = (-raw.ctypes.data) % LINE_BYTES
+    rows = raw[skip: skip + n_rows * ROW * 8].view(np.int64).reshape(n_rows, ROW)
+    if like is not None:
+        rows[:] = like
+    return rows
+
+
 def seeded_slots(n_seeds: int) -> int:
     """Rows of a cache seeded with ``n_seeds`` tokens: a power of two, at least ``SLOTS``."""
     slots = SLOTS
@@ -117,8 +132,10 @@ def cache_find(rows, byte_pool, buf, s, e):
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def home_row(rows, h):
-    """The first row a piece of hash ``h`` may live in (prefetch it to hide a lookup's miss)."""
-    return h & (rows.shape[0] - 1)
+    """The first row a piece of hash ``h`` may live in (prefetch it to hide a lookup's miss): an even
+    row, so that it and the next share the cache line the prefetch brings (rows are line-aligned,
+    :func:`line_aligned_rows`), and a piece found at either costs one line."""
+    return h & (rows.shape[0] - 2)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -126,7 +143,7 @@ def cache_find_key(rows, byte_pool, buf, s, e, h, w0, w1):
     """:func:`cache_find` with the piece's :func:`piece_key` already computed."""
     n = e - s
     mask = rows.shape[0] - 1
-    r = h & mask
+    r = home_row(rows, h)
     for _ in range(WINDOW):
         meta = rows[nonneg(r), 2]
         if meta == 0:
@@ -197,7 +214,7 @@ def cache_put_key(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k, h, w0, 
         if long_bytes > byte_pool.shape[0] or long_ids > id_pool.shape[0]:
             return
     mask = rows.shape[0] - 1
-    home = h & mask
+    home = home_row(rows, h)
     r = -1
     q = home
     for _ in range(WINDOW):

@@ -296,8 +296,8 @@ def piece_cache_arrays(slots: int | None = None, seed: tuple[np.ndarray, np.ndar
     if arrays is None:
         rows = pc.SLOTS if slots is None else slots
         small = slots is not None
-        table, fill = (seed[0].copy(), seed[1].copy()) if seed is not None else \
-            (np.zeros((rows, pc.ROW), np.int64), np.zeros(3, np.int64))
+        table, fill = (pc.line_aligned_rows(seed[0].shape[0], seed[0]), seed[1].copy()) if seed is not None else \
+            (pc.line_aligned_rows(rows), np.zeros(3, np.int64))
         arrays = (table, np.zeros(1 if small else pc.POOL_BYTES, np.uint8),
                   np.zeros(1 if small else pc.POOL_IDS, np.int32), fill,
                   np.full(2 * pc.PAIR_CACHE_SLOTS, -1, np.int64),
@@ -308,7 +308,8 @@ def piece_cache_arrays(slots: int | None = None, seed: tuple[np.ndarray, np.ndar
 def copy_piece_cache(arrays: tuple) -> tuple:
     """A copy of a cache's arrays (:func:`piece_cache_arrays`), taken while no kernel writes them:
     a thread that starts from it knows the pieces its source has met."""
-    return tuple(a.copy() for a in arrays)
+    from tokjit.kernels import piece_cache as pc
+    return (pc.line_aligned_rows(arrays[0].shape[0], arrays[0]),) + tuple(a.copy() for a in arrays[1:])
 
 
 # -------------------------------------------------------------------------------------------------

@@ -255,7 +255,7 @@ class BPEModel:
         if builds is not None:
             lengths = np.diff(self.vocab.offsets)
             ids = np.flatnonzero(builds & (lengths >= 2) & (lengths <= piece_cache.INLINE_BYTES))
-            rows = np.zeros((piece_cache.seeded_slots(len(ids)), piece_cache.ROW), np.int64)
+            rows = piece_cache.line_aligned_rows(piece_cache.seeded_slots(len(ids)))
             fill = np.zeros(3, np.int64)
             # inline entries only: the pools stay empty (one-element stand-ins)
             piece_cache.seed_cache(rows, np.zeros(1, np.uint8), np.zeros(1, np.int32), fill, self.vocab.blob,
