@@ -89,3 +89,11 @@ def test_missing_peer_is_reported(shared, monkeypatch):
     assert engines["gigatoken"].startswith("not installed")
     # fastokens has no .model loader whether installed or not
     assert "no .model loader" in engines["fastokens"]
+
+
+def test_head_to_head_checks_ids(shared, capsys):
+    from benchmarks import head_to_head
+    code = head_to_head.main(["--parts", "2", "--bytes", "3000"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed  # every library's ids were tiktoken's (a difference returns 1)
+    assert "o200k_base x english" in printed and "tokjit" in printed and "!(" not in printed
