@@ -4,9 +4,9 @@
 
 ``compare.py`` runs every library's every mode within a repetition in a fixed order (tokjit's six
 modes back to back, then the reference's, then the peers'). On 2026-11-28 its flat/1 cells put
-tokjit level with fastokens on o200k English (0.98-1.02x in two runs), while timing the two on the
-same parts, one after the other, read 0.62-0.81x in every run (fastokens ~1.4x ahead). The cause is
-not known yet; this script is the second view, kept so the gap stays visible: the same sample parts
+tokjit level with fastokens on o200k English (0.90-1.02x in three runs), while timing the two on the
+same parts, one after the other, read 0.46-0.92x (median ~0.65x: fastokens ~1.5x ahead). The cause
+is not known yet; this script is the second view, kept so the gap stays visible: the same sample parts
 as the comparison, each part timed once per library in an order that alternates from part to part,
 fastokens in its one-thread child process (:mod:`benchmarks._child`), the others in this process
 with one thread. It prints each library's median MB/s and the median of tokjit's per-part ratio to
