@@ -3,14 +3,16 @@
     python -m benchmarks.head_to_head [--tokenizer o200k_base] [--corpus english] [--parts 40]
 
 ``compare.py`` runs every library's every mode within a repetition in a fixed order (tokjit's six
-modes back to back, then the reference's, then the peers'). On 2026-11-28 its flat/1 cells put
-tokjit level with fastokens on o200k English (0.90-1.02x in three runs), while timing the two on the
-same parts, one after the other, read 0.46-0.92x (median ~0.65x: fastokens ~1.5x ahead). The cause
-is not known yet; this script is the second view, kept so the gap stays visible: the same sample parts
-as the comparison, each part timed once per library in an order that alternates from part to part,
-fastokens in its one-thread child process (:mod:`benchmarks._child`), the others in this process
-with one thread. It prints each library's median MB/s and the median of tokjit's per-part ratio to
-each peer; every output is checked against the reference's per-call ids.
+modes back to back, then the reference's, then the peers'). This script times one mode only, the
+one-thread flat batch, on the same sample parts as the comparison: each part once per library, in an
+order that alternates from part to part, fastokens in the comparison's one-thread child process
+(:mod:`benchmarks._child`), the others in this process with one thread. Before each timed run a
+library runs its previous part again, untimed, as the child process does for fastokens: without it
+the child's library started every call on warm CPU caches and the others on caches the other
+libraries had just filled (on 2026-11-28 that read tokjit / fastokens 0.46-0.92x on o200k English,
+against 0.79-0.84x warmed both sides, and 0.90-1.02x in the comparison's flat/1 cells). It prints
+each library's median MB/s and the median of tokjit's per-part ratio to each peer; every output is
+checked against the reference's per-call ids.
 """
 
 from __future__ import annotations
@@ -57,15 +59,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     spec = TOKENIZERS[args.tokenizer]
     reference = load_engine(args.tokenizer, spec.reference)
-    runs = {}
+    runs, self_warming = {}, set()
     for library in args.libraries:
         try:
-            run = flat_one_thread(load_engine(args.tokenizer, library))
+            engine = load_engine(args.tokenizer, library)
         except Unavailable as exc:
             print(f"{library}: {exc}")
             continue
+        run = flat_one_thread(engine)
         if run is not None:
             runs[library] = run
+        if "flat/1" in engine.child_modes:
+            self_warming.add(library)
     parts = sample_parts(args.corpus, args.bytes, args.parts + 1)
     for run in runs.values():
         run(fresh_strs(parts[0]))  # untimed: first calls, tables in memory
@@ -78,11 +83,13 @@ def main(argv=None) -> int:
     for i, (part, want) in enumerate(zip(parts[1:], wants)):
         n_bytes = sum(len(t.encode("utf-8")) for t in part)
         for library in order if i % 2 == 0 else order[::-1]:
+            if library not in self_warming:
+                runs[library](fresh_strs(parts[i]))  # untimed, as the child process does
             out, wall = runs[library](fresh_strs(part))
             mb_s[library].append(n_bytes / 1e6 / wall)
             wrong[library] += differing(as_id_lists("flat", out), want)
     print(f"{args.tokenizer} x {args.corpus}: {len(parts) - 1} parts of ~{args.bytes // 1000} KB, flat batch on one "
-          "thread, libraries alternating; MB/s (median)")
+          "thread, libraries alternating, each warmed on its previous part; MB/s (median)")
     for library, values in mb_s.items():
         mark = f"  !({wrong[library]} lines differ)" if wrong[library] else ""
         print(f"  {library:<12} {statistics.median(values):8.2f}{mark}")
