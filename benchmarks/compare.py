@@ -28,8 +28,9 @@ medians are reported as MB/s of UTF-8 input. Before each timed run the young gen
 cycle collector are collected (``gc.collect(1)``, untimed; the child process does the same): the
 outputs of the runs before are kept for the id check, and without it the collections that a run's
 own allocations started also traversed its predecessors' lists (fastokens' loop read 19 MB/s
-instead of 42). After each repetition, outside the timed region, every output is compared with the reference's per-call ids of the same lines: a mode that differs is shown
-with ``!`` and its number of differing lines, and is never counted as "best". A library that is not
+instead of 42). After each repetition, outside the timed region, every output is compared with the
+reference's per-call ids of the same lines: a mode that differs is shown with ``!`` and its number
+of differing lines, and is never counted as "best". A library that is not
 installed or cannot load the tokenizer is printed with the reason. ``*`` marks a 1-thread mode whose
 process CPU time exceeded 1.3x its wall time (the library used more threads than asked). On a shared
 machine a long call is preempted more often than a short one, so besides wall-clock MB/s the summary

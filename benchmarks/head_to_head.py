@@ -30,13 +30,15 @@ LIBRARIES = ("tokjit", "gigatoken", "fastokens")
 
 
 def flat_one_thread(engine):
-    """The library's one-thread flat batch call: ``texts -> (ids, wall seconds)``, or None."""
+    """``(run, warms_itself)``: the library's one-thread flat batch call, ``texts -> (ids, wall
+    seconds)``, and whether it runs its previous texts again before timing (the comparison's child
+    process does); None where the library has no such call."""
     child = engine.child_modes.get("flat/1")
     if child is not None:
         def run_child(texts):
             out = child(texts)
             return out.value, out.wall
-        return run_child
+        return run_child, True
     call = engine.flat.get(1)
     if call is None:
         return None
@@ -46,7 +48,7 @@ def flat_one_thread(engine):
         start = time.perf_counter()
         out = call(texts)
         return out, time.perf_counter() - start
-    return run
+    return run, False
 
 
 def main(argv=None) -> int:
@@ -66,11 +68,11 @@ def main(argv=None) -> int:
         except Unavailable as exc:
             print(f"{library}: {exc}")
             continue
-        run = flat_one_thread(engine)
-        if run is not None:
-            runs[library] = run
-        if "flat/1" in engine.child_modes:
-            self_warming.add(library)
+        found = flat_one_thread(engine)
+        if found is not None:
+            runs[library], warms_itself = found
+            if warms_itself:
+                self_warming.add(library)
     parts = sample_parts(args.corpus, args.bytes, args.parts + 1)
     for run in runs.values():
         run(fresh_strs(parts[0]))  # untimed: first calls, tables in memory

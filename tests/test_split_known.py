@@ -56,7 +56,8 @@ def _generated(n: int, seed: int) -> list[str]:
     for prefix in ("", " ", "_", "\n", "\r", "1", "é"):
         for word in ("a", "A", "ab", "AB", "Ab", "aB", "ABCDEFG", "ABCDEFGh", "ABCDEFGH", "abcdefg", "abcdefgh",
                      "Abcdefgh", "ABCDabcd", "ABCDEFGHI", "abcdefghi", "ABCDEFGHIJKLMNOP", "ABCDEFGHIJKLMNOPQ",
-                     "ABCDEFGHIjklmnopqrs", "Abcdefghijklmnopq", "ABCDEFGhijklmnopqrstuvw", "abcdefghijklmnopqrstuvwxyz"):
+                     "ABCDEFGHIjklmnopqrs", "Abcdefghijklmnopq", "ABCDEFGhijklmnopqrstuvw",
+                     "abcdefghijklmnopqrstuvwxyz"):
             for stop in ("", "'s", "'", "é", "É", "\u0301", "ª", " ", "1", "x", "X", ",", "\n"):
                 out.append(prefix + word + stop)
     return out
