@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.memops import find_byte, load_two_words, load_word
+from tokjit.kernels.memops import ascii_classes64, find_byte, load_two_words, load_word
 from tokjit.kernels.piece_cache import piece_key
 
 
@@ -32,6 +32,25 @@ def _find(buf, i, e, byte):
 @njit(cache=True)
 def _key(buf, s, e):
     return piece_key(buf, s, e)
+
+
+@njit(cache=True)
+def _classes(buf, i):
+    return ascii_classes64(buf, i)
+
+
+def test_ascii_classes64_marks_each_byte_value_at_its_bit():
+    values = np.arange(256, dtype=np.uint8)
+    buf = np.concatenate([values, values[::-1], values[7::3]])
+    for i in range(0, buf.shape[0] - 63, 5):
+        window = buf[i:i + 64].astype(np.int64)
+        def bits(member):
+            return sum(1 << k for k in range(64) if member[k])
+        upper = (window >= 0x41) & (window <= 0x5A)
+        lower = (window >= 0x61) & (window <= 0x7A)
+        stops = (window < 0x20) | ((window >= 0x30) & (window <= 0x39)) | (window == 0x27) | (window >= 0x80)
+        want = (bits(upper | lower), bits(upper), bits(window == 0x20), bits(stops))
+        assert tuple(int(m) for m in _classes(buf, i)) == want, i
 
 
 def test_load_word_is_the_little_endian_value_of_the_bytes():

@@ -104,6 +104,45 @@ def test_scanner_matches_the_vm(pattern, syntax):
     assert deferred < len(texts) // 20  # the VM is the exception
 
 
+_PLAIN = list("etaoinshrdluETAOINSHRDLU") * 4 + [" "] * 30 + list(".,;:!?-/()[]{}\"#$%&*+<=>@\\^_`|~\x7f")
+_STOPS = list("0123456789'\n\r\t") + ["\x0b", "\x1c", "é", "É", "中", "’", "\u00a0", "\u3000", "\x85", "ſ"]
+
+
+def _mostly_plain(n: int, seed: int) -> list[str]:
+    """Texts 60-500 characters long of plain ASCII (letters, spaces, punctuation other than the
+    apostrophe) with a stop now and then: the block scanner's text, its edges and the hand-overs."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        stop_rate = rng.choice((0.0, 0.005, 0.03, 0.15))
+        k = rng.randint(60, 500)
+        out.append("".join(rng.choice(_STOPS) if rng.random() < stop_rate else rng.choice(_PLAIN) for _ in range(k)))
+    words = ["the", "The", "THE", "camelCase", "HTTPServer", "iPhone", "x", "", " ", "  ", "   ", ".", "..", "(",
+             "\"", "-", "a.b", "A.B", ".a", "::", "don't", "it's", "12", "1234", "\n", " \n", "é"]
+    for _ in range(n):
+        out.append("".join(rng.choice(words) + rng.choice(("", " ", "  ")) for _ in range(rng.randint(10, 120))))
+    return out
+
+
+@pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p[:24])
+def test_block_scanner_matches_the_vm_and_the_piece_by_piece_scanner(pattern):
+    """The 64-byte block path (BLOCK_ASCII) is on for every known pattern, and with it the scanner
+    gives the VM's matches and what it gives without it, on long mostly plain texts."""
+    vm = CompiledRegex(pattern, syntax="onig")
+    known = recognize(vm.program)
+    assert known is not None and known[1] & sk.BLOCK_ASCII
+    per_piece = (known[0], known[1] & ~sk.BLOCK_ASCII, known[2], known[3])
+    for text in _mostly_plain(400, 11):
+        buf = np.frombuffer(bytearray(text.encode("utf-8")), np.uint8)
+        n, out_s, out_e = _scan(known, buf)
+        if n == sk.DEFER:
+            continue
+        starts, ends = vm.find_spans(buf)
+        assert out_s[:n].tolist() == starts.tolist() and out_e[:n].tolist() == ends.tolist(), repr(text)
+        m, pp_s, pp_e = _scan(per_piece, buf, tiled_only=1)
+        assert m == n and pp_s[:m].tolist() == starts.tolist() and pp_e[:m].tolist() == ends.tolist(), repr(text)
+
+
 def test_shared_patterns_are_recognized():
     if not SHARED.is_dir():
         pytest.skip("shared data not found")

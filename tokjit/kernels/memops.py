@@ -58,6 +58,53 @@ def _load_u64_at(typingctx, arr, index):
     return types.uint64(arr, index), codegen
 
 
+_V64 = ir.VectorType(_I8, 64)
+
+
+def _splat(value: int) -> ir.Constant:
+    return ir.Constant(_V64, [value] * 64)
+
+
+def _lane_bits(builder, flags) -> ir.Value:
+    """A <64 x i1> comparison as an i64, lane k at bit k (one byte-mask instruction where the
+    target has one)."""
+    return builder.bitcast(flags, _I64)
+
+
+def _in_range(builder, v, lo: int, hi: int):
+    """Lanes of ``v`` (unsigned bytes) in ``lo..hi``: one subtraction and one unsigned compare."""
+    return builder.icmp_unsigned("<=", builder.sub(v, _splat(lo)), _splat(hi - lo))
+
+
+@intrinsic
+def ascii_classes64(typingctx, arr, index):
+    """(letters, upper letters, spaces, stops) of the 64 bytes ``arr[index:index + 64]`` of a
+    C-contiguous uint8 array as four uint64 masks, bit k for byte ``index + k``: ASCII letters, A-Z,
+    0x20, and the bytes the block scanner stops at (digits, controls 0x00-0x1F, the apostrophe and
+    every byte >= 0x80). One vector load and compares, where the target has them, instead of eight
+    word-at-a-time passes. The caller guarantees ``index + 64 <= len(arr)`` and a little-endian
+    machine (lane k is bit k there)."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1
+            and isinstance(index, types.Integer)):
+        return None
+    result = types.UniTuple(types.uint64, 4)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        idx = context.cast(builder, args[1], sig.args[1], types.intp)
+        v = builder.load(builder.bitcast(builder.gep(ary.data, [idx]), _V64.as_pointer()), align=1)
+        letters = _in_range(builder, builder.or_(v, _splat(0x20)), 0x61, 0x7A)
+        upper = _in_range(builder, v, 0x41, 0x5A)
+        spaces = builder.icmp_unsigned("==", v, _splat(0x20))
+        stops = builder.or_(builder.or_(_in_range(builder, v, 0x30, 0x39), _in_range(builder, v, 0x00, 0x1F)),
+                            builder.or_(builder.icmp_unsigned("==", v, _splat(0x27)),
+                                        builder.icmp_unsigned(">=", v, _splat(0x80))))
+        masks = [_lane_bits(builder, m) for m in (letters, upper, spaces, stops)]
+        return context.make_tuple(builder, sig.return_type, masks)
+
+    return result(arr, index), codegen
+
+
 @intrinsic
 def _prefetch(typingctx, arr, index):
     """Prefetch (for reading, keep in all cache levels) ``arr[index]`` of a C-contiguous array: an

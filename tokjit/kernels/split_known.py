@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from tokjit.kernels.memops import load_word, nonneg
+from tokjit.kernels.memops import LITTLE_ENDIAN, ascii_classes64, load_word, nonneg
 from tokjit.kernels.utf8 import decode_at
 
 SHAPE_VM = 0
@@ -48,6 +48,7 @@ OTHER_THEN_BREAKS = 8  # ' ?[^\s\p{L}\p{N}]+[\r\n]*'
 OTHER_THEN_BREAKS_SLASH = 16  # ... [\r\n/]*
 SPACE_TO_END = 32  # \s++$ before the other whitespace rules
 SPACE_TO_BREAK = 64  # \s*[\r\n]+ (or \s*[\r\n])
+BLOCK_ASCII = 128  # (recognize() sets it when ``roles`` agree on ASCII) plain ASCII runs go 64 bytes at a time
 
 DEFER = -2  # this segment needs the VM
 OUT_FULL = -1
@@ -397,6 +398,119 @@ def _ascii_other(roles, buf, i, end, flags):
     return _other_run(roles, buf, i, end, flags)
 
 
+# Block scanning. In ASCII text made only of letters, spaces and punctuation other than the
+# apostrophe ("plain" bytes), where pieces start follows from each byte and its neighbours, for both
+# shapes: a letter run starts a piece (in SHAPE_CASED so does an upper letter after a lower one), unless
+# the byte before it is its one-character prefix (a space, or with PREFIX_ANY / SHAPE_CASED a
+# punctuation byte that itself starts a piece); a space run starts one, and so does the last space of a
+# run of two or more that something other than a space follows (\s+(?!\S) gives it back); a
+# punctuation run starts one unless a space precedes it (`` ?[^\s\p{L}\p{N}]+`` takes that space).
+# Digits, controls (line breaks, tabs), apostrophes (contractions) and non-ASCII bytes stop a block;
+# the per-piece path takes over there. Masks of 64 bytes replace a chain of dependent per-piece tests.
+_MOVEMASK = np.uint64(0x0102040810204080)
+BLOCK_BYTES = 64
+_PLAIN_RETRY = 16  # after a block that stopped at once, per-piece bytes before the next try ...
+_PLAIN_RETRY_MAX = 1024  # ... doubled after each such block, up to this
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _gather(flags80):
+    """The 0x80 flags of a word's bytes as an 8-bit mask, bit k for byte k."""
+    return ((flags80 >> np.uint64(7)) * _MOVEMASK) >> np.uint64(56)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _plain_masks(buf, i, avail):
+    """(upper, lower, space, number of plain bytes) of ``buf[i:i + avail]`` (avail <= 64), bit k for
+    byte ``i + k``, up to the first byte that is not plain (or ``avail``). Eight bytes a step."""
+    if LITTLE_ENDIAN and i + 64 <= buf.shape[0]:
+        letters, up, sp, stops = ascii_classes64(buf, i)
+        if avail < 64:
+            stops |= ~((np.uint64(1) << np.uint64(avail)) - np.uint64(1))
+        limit = np.int64(trailing_zeros(stops)) if stops != 0 else np.int64(64)
+        return up, letters & ~up, sp, limit
+    up = np.uint64(0)
+    lo = np.uint64(0)
+    sp = np.uint64(0)
+    k = 0
+    while k < avail:
+        m = avail - k
+        if m > 8:
+            m = 8
+        w = load_word(buf, i + k, m)
+        w7 = w & _LOW7
+        ascii = ~w & _HIGH
+        # digits, controls, the apostrophe, non-ASCII
+        stop = ((_bytes_in(w7, 0x30, 0x39) | _bytes_in(w7, 0x00, 0x1F) | _bytes_in(w7, 0x27, 0x27)) & ascii) \
+            | (w & _HIGH)
+        shift = np.uint64(k)
+        up |= _gather(_bytes_in(w7, 0x41, 0x5A) & ascii) << shift
+        lo |= _gather(_bytes_in(w7, 0x61, 0x7A) & ascii) << shift
+        sp |= _gather(_bytes_in(w7, 0x20, 0x20) & ascii) << shift
+        stop8 = _gather(stop) & ((np.uint64(1) << np.uint64(m)) - np.uint64(1))
+        if stop8 != 0:
+            return up, lo, sp, np.int64(k + trailing_zeros(stop8))
+        k += 8
+    return up, lo, sp, np.int64(avail)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _plain_starts(up, lo, sp, limit, camel, prefix_any):
+    """Piece starts (bit k: byte k) among ``limit`` plain bytes whose byte 0 starts a piece; the rules
+    are in the comment above. A byte's start depends on the two before it and the one after it; bit
+    ``limit - 1`` is set only as far as the byte after it is known to be absent (see the caller)."""
+    valid = ~np.uint64(0) if limit >= 64 else (np.uint64(1) << np.uint64(limit)) - np.uint64(1)
+    one = np.uint64(1)
+    up &= valid
+    lo &= valid
+    sp &= valid
+    letters = up | lo
+    other = valid & ~(letters | sp)
+    # byte 0 starts a piece: what precedes it is no context (shifts bring in zeros)
+    other_start = other & ~(other << one) & ~(sp << one)
+    run_start = letters & ~(letters << one)
+    prefix = (sp | other_start) if prefix_any else sp
+    starts = run_start & ~(prefix << one)
+    if camel:
+        starts |= up & (lo << one)
+    last_space = sp & (sp << one) & ~(sp >> one) & (valid >> one)
+    return starts | (sp & ~(sp << one)) | last_space | other_start | one
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _block_pieces(buf, i, end, camel, prefix_any, out_starts, out_ends, n):
+    """Pieces of the plain bytes from ``i`` (a piece start), at most 64 of them, written from
+    ``out_*[n]`` (room for 65 assumed). Returns (position after the last piece written, new n, stop):
+    ``stop`` is the first byte that is not plain, -1 when the block ended otherwise. A piece whose end
+    is not known yet (the byte after the block decides it) is left for the next call."""
+    avail = end - i
+    if avail > BLOCK_BYTES:
+        avail = BLOCK_BYTES
+    up, lo, sp, limit = _plain_masks(buf, i, avail)
+    if limit == 0:
+        return i, n, i
+    starts = _plain_starts(up, lo, sp, limit, camel, prefix_any)
+    closes = limit == end - i  # the segment ends after the plain bytes: every start is known
+    if not closes:
+        starts &= (np.uint64(1) << np.uint64(limit - 1)) - np.uint64(1)
+    rest = starts & (starts - np.uint64(1))  # the starts after byte 0
+    prev = i
+    while rest != 0:
+        at = i + np.int64(trailing_zeros(rest))
+        out_starts[nonneg(n)] = prev
+        out_ends[nonneg(n)] = at
+        n += 1
+        prev = at
+        rest &= rest - np.uint64(1)
+    if closes:
+        out_starts[nonneg(n)] = prev
+        out_ends[nonneg(n)] = end
+        n += 1
+        prev = end
+    stop = i + limit if limit < avail else np.int64(-1)
+    return prev, n, stop
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, out_ends, tiled_only):
     """All successive matches of a recognized pattern in ``buf[start:end]`` (valid UTF-8), as
@@ -407,7 +521,25 @@ def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, ou
     n = 0
     cap = out_starts.shape[0]
     i = start
+    blocks = (flags & BLOCK_ASCII) != 0
+    camel = shape == SHAPE_CASED
+    prefix_any = camel or (flags & PREFIX_ANY) != 0
+    per_piece_until = start  # bytes before this go piece by piece (after a byte that is not plain)
+    retry = np.int64(_PLAIN_RETRY)
     while i < end:
+        if blocks and i >= per_piece_until and n + BLOCK_BYTES + 1 <= cap:
+            after, n, stop = _block_pieces(buf, i, end, camel, prefix_any, out_starts, out_ends, n)
+            if after > i:
+                retry = _PLAIN_RETRY
+                if stop >= 0:
+                    per_piece_until = stop + 1
+                i = after
+                continue
+            if stop >= 0:
+                # a block that found no piece: in text that is not plain ASCII (Cyrillic, Han) tries
+                # grow rarer while they fail
+                per_piece_until = max(stop + 1, i + retry)
+                retry = min(2 * retry, _PLAIN_RETRY_MAX)
         j = _ascii_other(roles, buf, i, end, flags)
         if j < 0:
             if shape == SHAPE_WORDS:

@@ -106,9 +106,25 @@ def _recognize(pattern: str, syntax: str, unicode_table: str):
     roles = roles_table(syntax, unicode_table)
     if not _ascii_runs_hold(roles):
         return None
+    if _plain_ascii_holds(roles):
+        flags |= sk.BLOCK_ASCII
     if not agrees_with_vm(pattern, syntax, unicode_table, (shape, flags, max_digits, roles), PROBE):
         return None
     return shape, flags, max_digits, roles
+
+
+def _plain_ascii_holds(roles: np.ndarray) -> bool:
+    """Whether the bytes the block scanner takes as plain (:func:`~tokjit.kernels.split_known._plain_masks`)
+    have the roles it gives them: A-Z upper letters, a-z lower letters, the space whitespace, the rest
+    of 0x20-0x7F (less digits and the apostrophe) none of those."""
+    want = {c: 0 for c in range(0x20, 0x80) if not (0x30 <= c <= 0x39 or c == 0x27)}
+    for c in range(0x41, 0x5B):
+        want[c] = sk.ROLE_LETTER | sk.ROLE_UPPER
+    for c in range(0x61, 0x7B):
+        want[c] = sk.ROLE_LETTER | sk.ROLE_LOWER
+    want[0x20] = sk.ROLE_SPACE
+    checked = sk.ROLE_LETTER | sk.ROLE_NUMBER | sk.ROLE_SPACE | sk.ROLE_UPPER | sk.ROLE_LOWER
+    return all((int(roles[c]) & checked) == bits for c, bits in want.items())
 
 
 def _ascii_runs_hold(roles: np.ndarray) -> bool:
