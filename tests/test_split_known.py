@@ -104,13 +104,19 @@ def test_scanner_matches_the_vm(pattern, syntax):
     assert deferred < len(texts) // 20  # the VM is the exception
 
 
-_PLAIN = list("etaoinshrdluETAOINSHRDLU") * 4 + [" "] * 30 + list(".,;:!?-/()[]{}\"#$%&*+<=>@\\^_`|~\x7f")
-_STOPS = list("0123456789'\n\r\t") + ["\x0b", "\x1c", "é", "É", "中", "’", "\u00a0", "\u3000", "\x85", "ſ"]
+_PLAIN = list("etaoinshrdluETAOINSHRDLU") * 4 + [" "] * 30 + list(".,;:!?-/()[]{}\"#$%&*+<=>@\\^_`|~\x7f") \
+    + list("0123456789\n\n\n'")
+_STOPS = list("\r\t") + ["\x0b", "\x1c", "é", "É", "中", "’", "\u00a0", "\u3000", "\x85", "ſ"]
+# few characters, so that every rule meets every other at every offset of a block: breaks after
+# punctuation, '/' after a break, spaces around breaks, digit runs, contractions in both cases
+_DENSE = [" ", " ", "\n", ".", "/", "a", "A", "1", "(", "\r", "'", "'", "s", "S", "t", "r", "e", "E", "l", "L", "v",
+          "m", "d"]
 
 
 def _mostly_plain(n: int, seed: int) -> list[str]:
-    """Texts 60-500 characters long of plain ASCII (letters, spaces, punctuation other than the
-    apostrophe) with a stop now and then: the block scanner's text, its edges and the hand-overs."""
+    """Texts 50-500 characters long of the bytes the block scanner takes (ASCII letters, spaces,
+    punctuation, digits, line feeds, apostrophes) with a stop now and then: its rules, its edges and
+    the hand-overs to the per-piece path."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):
@@ -118,9 +124,12 @@ def _mostly_plain(n: int, seed: int) -> list[str]:
         k = rng.randint(60, 500)
         out.append("".join(rng.choice(_STOPS) if rng.random() < stop_rate else rng.choice(_PLAIN) for _ in range(k)))
     words = ["the", "The", "THE", "camelCase", "HTTPServer", "iPhone", "x", "", " ", "  ", "   ", ".", "..", "(",
-             "\"", "-", "a.b", "A.B", ".a", "::", "don't", "it's", "12", "1234", "\n", " \n", "é"]
+             "\"", "-", "a.b", "A.B", ".a", "::", "don't", "it's", "WE'LL", "they'Re", "'s", "12", "1234", "1234567",
+             "\n", " \n", "\n  ", ".\n", ".\n\n ", "./\n/", "é"]
     for _ in range(n):
         out.append("".join(rng.choice(words) + rng.choice(("", " ", "  ")) for _ in range(rng.randint(10, 120))))
+    for _ in range(n):
+        out.append("".join(rng.choice(_DENSE) for _ in range(rng.randint(50, 200))))
     return out
 
 

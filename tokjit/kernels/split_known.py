@@ -398,19 +398,28 @@ def _ascii_other(roles, buf, i, end, flags):
     return _other_run(roles, buf, i, end, flags)
 
 
-# Block scanning. In ASCII text made only of letters, spaces and punctuation other than the
-# apostrophe ("plain" bytes), where pieces start follows from each byte and its neighbours, for both
-# shapes: a letter run starts a piece (in SHAPE_CASED so does an upper letter after a lower one), unless
-# the byte before it is its one-character prefix (a space, or with PREFIX_ANY / SHAPE_CASED a
-# punctuation byte that itself starts a piece); a space run starts one, and so does the last space of a
-# run of two or more that something other than a space follows (\s+(?!\S) gives it back); a
-# punctuation run starts one unless a space precedes it (`` ?[^\s\p{L}\p{N}]+`` takes that space).
-# Digits, controls (line breaks, tabs), apostrophes (contractions) and non-ASCII bytes stop a block;
-# the per-piece path takes over there. Masks of 64 bytes replace a chain of dependent per-piece tests.
+# Block scanning. In ASCII text made only of "plain" bytes, where pieces start follows from each byte
+# and its neighbours, for both shapes:
+# * a letter run starts a piece (in SHAPE_CASED so does an upper letter after a lower one), unless the
+#   byte before it is its one-character prefix (a space, or with PREFIX_ANY / SHAPE_CASED a punctuation
+#   byte that itself starts a piece);
+# * a punctuation run starts one unless a space precedes it (`` ?[^\s\p{L}\p{N}]+`` takes that space);
+# * a whitespace run starts one. Where line breaks are plain (patterns with ``\s*[\r\n]+`` and
+#   ``[^\s\p{L}\p{N}]+[\r\n]*``), the breaks right after punctuation belong to its piece, and a run
+#   holding a break is one piece through its last break; the spaces after that start one, unless the
+#   run reaches the end under ``\s++$``. The last space of two or more that something other than
+#   whitespace follows starts one (``\s+(?!\S)`` gives it back);
+# * where digits are plain (no `` ?\p{N}`` prefix), a digit run starts one, and so does every
+#   ``max_digits``-th digit of it.
+# Other controls (\r, tabs), the apostrophe (contractions), non-ASCII bytes and what the pattern leaves
+# out above (digits, breaks; o200k's '/' after a break, which its ``[\r\n/]*`` may take) stop a
+# block, and the per-piece path takes over there. Masks of 64 bytes replace a chain of dependent
+# per-piece tests.
 _MOVEMASK = np.uint64(0x0102040810204080)
 BLOCK_BYTES = 64
 _PLAIN_RETRY = 16  # after a block that stopped at once, per-piece bytes before the next try ...
 _PLAIN_RETRY_MAX = 1024  # ... doubled after each such block, up to this
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -420,18 +429,18 @@ def _gather(flags80):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _plain_masks(buf, i, avail):
-    """(upper, lower, space, number of plain bytes) of ``buf[i:i + avail]`` (avail <= 64), bit k for
-    byte ``i + k``, up to the first byte that is not plain (or ``avail``). Eight bytes a step."""
+def _low_bits(n):
+    """A mask of the ``n`` (0..64) lowest bits."""
+    return _ALL if n >= 64 else (np.uint64(1) << np.uint64(n)) - np.uint64(1)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _byte_classes(buf, i, avail):
+    """:func:`~tokjit.kernels.memops.ascii_classes64` of ``buf[i:i + avail]`` (avail <= 64) where 64
+    bytes are readable, else eight bytes a step, up to the word with the first hard stop."""
     if LITTLE_ENDIAN and i + 64 <= buf.shape[0]:
-        letters, up, sp, stops = ascii_classes64(buf, i)
-        if avail < 64:
-            stops |= ~((np.uint64(1) << np.uint64(avail)) - np.uint64(1))
-        limit = np.int64(trailing_zeros(stops)) if stops != 0 else np.int64(64)
-        return up, letters & ~up, sp, limit
-    up = np.uint64(0)
-    lo = np.uint64(0)
-    sp = np.uint64(0)
+        return ascii_classes64(buf, i)
+    letters = up = sp = nl = dg = sl = ap = hard = np.uint64(0)
     k = 0
     while k < avail:
         m = avail - k
@@ -440,45 +449,150 @@ def _plain_masks(buf, i, avail):
         w = load_word(buf, i + k, m)
         w7 = w & _LOW7
         ascii = ~w & _HIGH
-        # digits, controls, the apostrophe, non-ASCII
-        stop = ((_bytes_in(w7, 0x30, 0x39) | _bytes_in(w7, 0x00, 0x1F) | _bytes_in(w7, 0x27, 0x27)) & ascii) \
-            | (w & _HIGH)
         shift = np.uint64(k)
+        letters |= _gather(_bytes_in(w7 | _CASE_BIT, 0x61, 0x7A) & ascii) << shift
         up |= _gather(_bytes_in(w7, 0x41, 0x5A) & ascii) << shift
-        lo |= _gather(_bytes_in(w7, 0x61, 0x7A) & ascii) << shift
         sp |= _gather(_bytes_in(w7, 0x20, 0x20) & ascii) << shift
-        stop8 = _gather(stop) & ((np.uint64(1) << np.uint64(m)) - np.uint64(1))
-        if stop8 != 0:
-            return up, lo, sp, np.int64(k + trailing_zeros(stop8))
+        nl |= _gather(_bytes_in(w7, 0x0A, 0x0A) & ascii) << shift
+        dg |= _gather(_bytes_in(w7, 0x30, 0x39) & ascii) << shift
+        sl |= _gather(_bytes_in(w7, 0x2F, 0x2F) & ascii) << shift
+        ap |= _gather(_bytes_in(w7, 0x27, 0x27) & ascii) << shift
+        hard8 = _gather((_bytes_in(w7, 0x00, 0x1F) & ~_bytes_in(w7, 0x0A, 0x0A) & ascii) | (w & _HIGH)) & _low_bits(m)
+        hard |= hard8 << shift
+        if hard8 != 0:
+            break
         k += 8
-    return up, lo, sp, np.int64(avail)
+    return letters, up, sp, nl, dg, sl, ap, hard
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _plain_starts(up, lo, sp, limit, camel, prefix_any):
-    """Piece starts (bit k: byte k) among ``limit`` plain bytes whose byte 0 starts a piece; the rules
-    are in the comment above. A byte's start depends on the two before it and the one after it; bit
-    ``limit - 1`` is set only as far as the byte after it is known to be absent (see the caller)."""
-    valid = ~np.uint64(0) if limit >= 64 else (np.uint64(1) << np.uint64(limit)) - np.uint64(1)
+def _plain_masks(buf, i, avail, flags, digits_plain):
+    """(upper, lower, spaces, line breaks, digits, apostrophes, number of plain bytes) of
+    ``buf[i:i + avail]`` (avail <= 64), bit k for byte ``i + k``, up to the first byte that is not
+    plain (or ``avail``)."""
+    letters, up, sp, nl, dg, sl, ap, stops = _byte_classes(buf, i, avail)
+    if (flags & SPACE_TO_BREAK) == 0 or (flags & (OTHER_THEN_BREAKS | OTHER_THEN_BREAKS_SLASH)) == 0:
+        stops |= nl
+    elif (flags & OTHER_THEN_BREAKS_SLASH) != 0:
+        stops |= sl & (nl << np.uint64(1))
+    if not digits_plain:
+        stops |= dg
+    stops |= ~_low_bits(avail)
+    limit = np.int64(trailing_zeros(stops)) if stops != 0 else np.int64(64)
+    return up, letters & ~up, sp, nl, dg, ap, limit
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _plain_starts(up, lo, sp, nl, dg, ap, limit, closes, camel, prefix_any, flags, max_digits):
+    """Piece starts (bit k: byte k) among ``limit`` plain bytes whose byte 0 starts a piece (the rules
+    are in the comment above); ``closes``: the segment ends after them. Each start depends on the
+    bytes before it, and the last space of a run on the one after it: bit ``limit - 1`` is set only as
+    far as a byte after it is known to be absent (the caller drops it otherwise), and the spaces after
+    a run's last break only when the run ends before ``limit`` or the segment does. Returns (starts,
+    apostrophes that may begin a contraction: after a letter in SHAPE_CASED, starting a piece in
+    SHAPE_WORDS; :func:`_contraction_starts` decides them)."""
+    valid = _low_bits(limit)
     one = np.uint64(1)
     up &= valid
     lo &= valid
     sp &= valid
+    nl &= valid
+    dg &= valid
     letters = up | lo
-    other = valid & ~(letters | sp)
+    ws = sp | nl
+    other = valid & ~(letters | ws | dg)
     # byte 0 starts a piece: what precedes it is no context (shifts bring in zeros)
     other_start = other & ~(other << one) & ~(sp << one)
     run_start = letters & ~(letters << one)
     prefix = (sp | other_start) if prefix_any else sp
-    starts = run_start & ~(prefix << one)
+    starts = run_start & ~(prefix << one) | other_start | one
     if camel:
         starts |= up & (lo << one)
-    last_space = sp & (sp << one) & ~(sp >> one) & (valid >> one)
-    return starts | (sp & ~(sp << one)) | last_space | other_start | one
+    # breaks right after punctuation are its piece's (an addition carries through each such run)
+    after_other = nl & (other << one)
+    taken = ((nl + after_other) ^ nl) & nl
+    white = ws & ~taken
+    starts |= white & ~(white << one)
+    starts |= sp & (sp << one) & ~(ws >> one) & (valid >> one)
+    last_breaks = nl & ~taken & ~(nl >> one)
+    while last_breaks != 0:
+        q = np.int64(trailing_zeros(last_breaks)) + 1
+        last_breaks &= last_breaks - one
+        if q >= 64 or (sp >> np.uint64(q)) & one == 0:
+            continue  # what follows the breaks starts a piece by its own rule (or is past the block)
+        gaps = ~(sp >> np.uint64(q))
+        run_end = q + (np.int64(trailing_zeros(gaps)) if gaps != 0 else 64 - q)
+        if run_end < limit:
+            if (nl >> np.uint64(run_end)) & one == 0:
+                starts |= one << np.uint64(q)  # the spaces after the run's last break
+        elif closes and (flags & SPACE_TO_END) == 0:
+            starts |= one << np.uint64(q)
+    if max_digits != 1:
+        digit_starts = dg & ~(dg << one)
+        starts |= digit_starts
+        while digit_starts != 0 and max_digits > 1:
+            s = np.int64(trailing_zeros(digit_starts))
+            digit_starts &= digit_starts - one
+            gaps = ~(dg >> np.uint64(s))
+            run = np.int64(trailing_zeros(gaps)) if gaps != 0 else 64 - s
+            for k in range(s + max_digits, s + run, max_digits):
+                starts |= one << np.uint64(k)
+    else:
+        starts |= dg
+    ap &= valid
+    return starts, (ap & (letters << one)) if camel else (ap & other_start)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _block_pieces(buf, i, end, camel, prefix_any, out_starts, out_ends, n):
+def _ascii_lower(b, any_case):
+    return b | 0x20 if any_case and 0x41 <= b <= 0x5A else b
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _contraction_length(buf, p, known_end, closes, any_case):
+    """Bytes of the contraction ('s 't 'm 'd 're 've 'll) at ``p`` (an apostrophe), 0 when there is
+    none, -1 when the bytes up to ``known_end`` do not decide it (and more may follow)."""
+    if p + 1 >= known_end:
+        return 0 if closes else -1
+    c1 = _ascii_lower(np.int64(buf[nonneg(p + 1)]), any_case)
+    if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
+        return 2
+    if c1 != 114 and c1 != 118 and c1 != 108:  # r v l
+        return 0
+    if p + 2 >= known_end:
+        return 0 if closes else -1
+    c2 = _ascii_lower(np.int64(buf[nonneg(p + 2)]), any_case)
+    return 3 if (c2 == 101 and c1 != 108) or (c2 == 108 and c1 == 108) else 0
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _contraction_starts(buf, i, limit, closes, starts, candidates, camel, any_case):
+    """``starts`` with the contractions among ``candidates`` applied: in SHAPE_CASED one ends the word
+    before it (a letter run, not a contraction itself), in SHAPE_WORDS it is a piece of its own; either
+    way nothing inside it starts a piece and the byte after it does. Returns (starts, the first bit
+    not decided: a contraction the block's bytes leave open)."""
+    one = np.uint64(1)
+    after_last = np.int64(-1)
+    while candidates != 0:
+        q = np.int64(trailing_zeros(candidates))
+        candidates &= candidates - one
+        if camel and q == after_last:
+            continue  # an apostrophe right after a contraction starts a piece: no second suffix
+        c = _contraction_length(buf, i + q, i + limit, closes, any_case)
+        if c < 0:
+            return starts, (q if camel else q + 1)
+        if c == 0:
+            continue
+        inside = _low_bits(q + c) & ~_low_bits(q if camel else q + 1)
+        starts &= ~inside
+        if q + c < limit:
+            starts |= one << np.uint64(q + c)
+        after_last = q + c
+    return starts, np.int64(64)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _block_pieces(buf, i, end, shape, flags, max_digits, out_starts, out_ends, n):
     """Pieces of the plain bytes from ``i`` (a piece start), at most 64 of them, written from
     ``out_*[n]`` (room for 65 assumed). Returns (position after the last piece written, new n, stop):
     ``stop`` is the first byte that is not plain, -1 when the block ended otherwise. A piece whose end
@@ -486,13 +600,20 @@ def _block_pieces(buf, i, end, camel, prefix_any, out_starts, out_ends, n):
     avail = end - i
     if avail > BLOCK_BYTES:
         avail = BLOCK_BYTES
-    up, lo, sp, limit = _plain_masks(buf, i, avail)
+    camel = shape == SHAPE_CASED
+    up, lo, sp, nl, dg, ap, limit = _plain_masks(buf, i, avail, flags, (flags & NUMBER_AFTER_SPACE) == 0)
     if limit == 0:
         return i, n, i
-    starts = _plain_starts(up, lo, sp, limit, camel, prefix_any)
     closes = limit == end - i  # the segment ends after the plain bytes: every start is known
+    starts, candidates = _plain_starts(up, lo, sp, nl, dg, ap, limit, closes, camel,
+                                       camel or (flags & PREFIX_ANY) != 0, flags, max_digits)
+    decided = np.int64(64)
+    if candidates != 0:
+        starts, decided = _contraction_starts(buf, i, limit, closes, starts, candidates, camel,
+                                              (flags & CONTRACTIONS_ANY_CASE) != 0)
     if not closes:
-        starts &= (np.uint64(1) << np.uint64(limit - 1)) - np.uint64(1)
+        starts &= _low_bits(limit - 1)
+    starts &= _low_bits(decided)
     rest = starts & (starts - np.uint64(1))  # the starts after byte 0
     prev = i
     while rest != 0:
@@ -522,13 +643,11 @@ def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, ou
     cap = out_starts.shape[0]
     i = start
     blocks = (flags & BLOCK_ASCII) != 0
-    camel = shape == SHAPE_CASED
-    prefix_any = camel or (flags & PREFIX_ANY) != 0
     per_piece_until = start  # bytes before this go piece by piece (after a byte that is not plain)
     retry = np.int64(_PLAIN_RETRY)
     while i < end:
         if blocks and i >= per_piece_until and n + BLOCK_BYTES + 1 <= cap:
-            after, n, stop = _block_pieces(buf, i, end, camel, prefix_any, out_starts, out_ends, n)
+            after, n, stop = _block_pieces(buf, i, end, shape, flags, max_digits, out_starts, out_ends, n)
             if after > i:
                 retry = _PLAIN_RETRY
                 if stop >= 0:
