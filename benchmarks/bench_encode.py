@@ -77,3 +77,37 @@ class Decode:
 
     def time_decode_batch(self, family):
         self.tok.decode_batch(self.batch, num_threads=1)
+
+
+class SplitScanner:
+    """The pre-tokenizer stage alone: a recognized split pattern's scanner (``split_known``) over
+    ~100 KB, with its 64-byte block path for plain ASCII (``block``) and piece by piece only
+    (``per-piece``), so the stage's share of an encode stays visible."""
+
+    params = (["o200k", "cl100k"], ["english", "code", "chinese", "russian"], ["block", "per-piece"])
+    param_names = ["pattern", "corpus", "path"]
+    timeout = 120
+
+    def setup(self, pattern, corpus, path):
+        import numpy as np
+
+        from tokjit.kernels import split_known as sk
+        from tokjit.regex.compiled import CompiledRegex
+        from tokjit.regex.known import _CL100K_HF, KNOWN, recognize
+
+        source = _CL100K_HF if pattern == "cl100k" else next(p for p in KNOWN if p.startswith("[^"))
+        shape, flags, max_digits, roles = recognize(CompiledRegex(source, syntax="onig").program)
+        if path == "per-piece":
+            flags &= ~sk.BLOCK_ASCII
+        data = bytearray(text(corpus, 100_000).encode("utf-8"))
+        self.n_bytes = len(data)
+        buf = np.frombuffer(data, np.uint8)
+        out_s, out_e = np.empty(self.n_bytes + 80, np.int64), np.empty(self.n_bytes + 80, np.int64)
+        roles = np.require(roles, np.uint8, ("C", "W"))
+        self.args = (np.int64(shape), np.int64(flags), np.int64(max_digits), roles, buf, np.int64(0),
+                     np.int64(self.n_bytes), out_s, out_e, np.int64(1))
+        self.scan = sk.split_known
+        self.scan(*self.args)
+
+    def time_split(self, pattern, corpus, path):
+        self.scan(*self.args)
