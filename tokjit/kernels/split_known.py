@@ -410,14 +410,15 @@ def _ascii_other(roles, buf, i, end, flags):
 #   run reaches the end under ``\s++$``. The last space of two or more that something other than
 #   whitespace follows starts one (``\s+(?!\S)`` gives it back);
 # * where digits are plain (no `` ?\p{N}`` prefix), a digit run starts one, and so does every
-#   ``max_digits``-th digit of it.
-# Other controls (\r, tabs), the apostrophe (contractions), non-ASCII bytes and what the pattern leaves
-# out above (digits, breaks; o200k's '/' after a break, which its ``[\r\n/]*`` may take) stop a
-# block, and the per-piece path takes over there. Masks of 64 bytes replace a chain of dependent
-# per-piece tests.
+#   ``max_digits``-th digit of it;
+# * a contraction ('s 't 're 've 'm 'll 'd) after a word's letters (SHAPE_CASED) ends that word's
+#   piece; where a piece starts at an apostrophe (SHAPE_WORDS) it is a piece of its own.
+# Other controls (\r, tabs), non-ASCII bytes and what the pattern leaves out above (digits, breaks;
+# o200k's '/' after a break, which its ``[\r\n/]*`` may take) stop a block, and the per-piece path
+# takes over there. Masks of 64 bytes replace a chain of dependent per-piece tests.
 _MOVEMASK = np.uint64(0x0102040810204080)
 BLOCK_BYTES = 64
-_PLAIN_RETRY = 16  # after a block that stopped at once, per-piece bytes before the next try ...
+_PLAIN_RETRY = 16  # after a block that found no piece, per-piece bytes before the next try ...
 _PLAIN_RETRY_MAX = 1024  # ... doubled after each such block, up to this
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
