@@ -105,12 +105,12 @@ def test_scanner_matches_the_vm(pattern, syntax):
 
 
 _PLAIN = list("etaoinshrdluETAOINSHRDLU") * 4 + [" "] * 30 + list(".,;:!?-/()[]{}\"#$%&*+<=>@\\^_`|~\x7f") \
-    + list("0123456789\n\n\n'")
-_STOPS = list("\r\t") + ["\x0b", "\x1c", "é", "É", "中", "’", "\u00a0", "\u3000", "\x85", "ſ"]
+    + list("0123456789\n\n\n'\t\r")
+_STOPS = ["\x1c", "\x1f", "\x00", "é", "É", "中", "’", "\u00a0", "\u3000", "\x85", "ſ"]
 # few characters, so that every rule meets every other at every offset of a block: breaks after
 # punctuation, '/' after a break, spaces around breaks, digit runs, contractions in both cases
-_DENSE = [" ", " ", "\n", ".", "/", "a", "A", "1", "(", "\r", "'", "'", "s", "S", "t", "r", "e", "E", "l", "L", "v",
-          "m", "d"]
+_DENSE = [" ", " ", "\n", ".", "/", "a", "A", "1", "(", "\r", "\t", "\x0b", "'", "'", "s", "S", "t", "r", "e", "E", "l",
+          "L", "v", "m", "d"]
 
 
 def _mostly_plain(n: int, seed: int) -> list[str]:
@@ -125,7 +125,7 @@ def _mostly_plain(n: int, seed: int) -> list[str]:
         out.append("".join(rng.choice(_STOPS) if rng.random() < stop_rate else rng.choice(_PLAIN) for _ in range(k)))
     words = ["the", "The", "THE", "camelCase", "HTTPServer", "iPhone", "x", "", " ", "  ", "   ", ".", "..", "(",
              "\"", "-", "a.b", "A.B", ".a", "::", "don't", "it's", "WE'LL", "they'Re", "'s", "12", "1234", "1234567",
-             "\n", " \n", "\n  ", ".\n", ".\n\n ", "./\n/", "é"]
+             "\n", " \n", "\n  ", ".\n", ".\n\n ", "./\n/", "\r\n", ".\r\n", "\t", " \t", "\t ", "\r\n\t", "é"]
     for _ in range(n):
         out.append("".join(rng.choice(words) + rng.choice(("", " ", "  ")) for _ in range(rng.randint(10, 120))))
     for _ in range(n):

@@ -404,18 +404,19 @@ def _ascii_other(roles, buf, i, end, flags):
 #   byte before it is its one-character prefix (a space, or with PREFIX_ANY / SHAPE_CASED a punctuation
 #   byte that itself starts a piece);
 # * a punctuation run starts one unless a space precedes it (`` ?[^\s\p{L}\p{N}]+`` takes that space);
-# * a whitespace run starts one. Where line breaks are plain (patterns with ``\s*[\r\n]+`` and
-#   ``[^\s\p{L}\p{N}]+[\r\n]*``), the breaks right after punctuation belong to its piece, and a run
-#   holding a break is one piece through its last break; the spaces after that start one, unless the
-#   run reaches the end under ``\s++$``. The last space of two or more that something other than
-#   whitespace follows starts one (``\s+(?!\S)`` gives it back);
+# * a whitespace run starts one. Where line breaks (\n, \r) are plain (patterns with ``\s*[\r\n]+``
+#   and ``[^\s\p{L}\p{N}]+[\r\n]*``), the breaks right after punctuation belong to its piece, and a
+#   run holding a break is one piece through its last break; the blanks (space, tab, \v, \f) after
+#   that start one, unless the run reaches the end under ``\s++$``. The last blank of two or more that
+#   something other than whitespace follows starts one (``\s+(?!\S)`` gives it back); a tab, \v or
+#   \f is a word's prefix where any punctuation is, the space also where only it is;
 # * where digits are plain (no `` ?\p{N}`` prefix), a digit run starts one, and so does every
 #   ``max_digits``-th digit of it;
 # * a contraction ('s 't 're 've 'm 'll 'd) after a word's letters (SHAPE_CASED) ends that word's
 #   piece; where a piece starts at an apostrophe (SHAPE_WORDS) it is a piece of its own.
-# Other controls (\r, tabs), non-ASCII bytes and what the pattern leaves out above (digits, breaks;
-# o200k's '/' after a break, which its ``[\r\n/]*`` may take) stop a block, and the per-piece path
-# takes over there. Masks of 64 bytes replace a chain of dependent per-piece tests.
+# Other controls, non-ASCII bytes and what the pattern leaves out above (digits, breaks; o200k's '/'
+# after a break, which its ``[\r\n/]*`` may take) stop a block, and the per-piece path takes over
+# there. Masks of 64 bytes replace a chain of dependent per-piece tests.
 _MOVEMASK = np.uint64(0x0102040810204080)
 BLOCK_BYTES = 64
 _PLAIN_RETRY = 16  # after a block that found no piece, per-piece bytes before the next try ...
@@ -441,7 +442,7 @@ def _byte_classes(buf, i, avail):
     bytes are readable, else eight bytes a step, up to the word with the first hard stop."""
     if LITTLE_ENDIAN and i + 64 <= buf.shape[0]:
         return ascii_classes64(buf, i)
-    letters = up = sp = nl = dg = sl = ap = hard = np.uint64(0)
+    letters = up = sp = bl = nl = dg = sl = ap = hard = np.uint64(0)
     k = 0
     while k < avail:
         m = avail - k
@@ -454,24 +455,25 @@ def _byte_classes(buf, i, avail):
         letters |= _gather(_bytes_in(w7 | _CASE_BIT, 0x61, 0x7A) & ascii) << shift
         up |= _gather(_bytes_in(w7, 0x41, 0x5A) & ascii) << shift
         sp |= _gather(_bytes_in(w7, 0x20, 0x20) & ascii) << shift
-        nl |= _gather(_bytes_in(w7, 0x0A, 0x0A) & ascii) << shift
+        bl |= _gather((_bytes_in(w7, 0x09, 0x09) | _bytes_in(w7, 0x0B, 0x0C)) & ascii) << shift
+        nl |= _gather((_bytes_in(w7, 0x0A, 0x0A) | _bytes_in(w7, 0x0D, 0x0D)) & ascii) << shift
         dg |= _gather(_bytes_in(w7, 0x30, 0x39) & ascii) << shift
         sl |= _gather(_bytes_in(w7, 0x2F, 0x2F) & ascii) << shift
         ap |= _gather(_bytes_in(w7, 0x27, 0x27) & ascii) << shift
-        hard8 = _gather((_bytes_in(w7, 0x00, 0x1F) & ~_bytes_in(w7, 0x0A, 0x0A) & ascii) | (w & _HIGH)) & _low_bits(m)
+        hard8 = _gather((_bytes_in(w7, 0x00, 0x1F) & ~_bytes_in(w7, 0x09, 0x0D) & ascii) | (w & _HIGH)) & _low_bits(m)
         hard |= hard8 << shift
         if hard8 != 0:
             break
         k += 8
-    return letters, up, sp, nl, dg, sl, ap, hard
+    return letters, up, sp, bl, nl, dg, sl, ap, hard
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _plain_masks(buf, i, avail, flags, digits_plain):
-    """(upper, lower, spaces, line breaks, digits, apostrophes, number of plain bytes) of
+    """(upper, lower, spaces, blanks, line breaks, digits, apostrophes, number of plain bytes) of
     ``buf[i:i + avail]`` (avail <= 64), bit k for byte ``i + k``, up to the first byte that is not
     plain (or ``avail``)."""
-    letters, up, sp, nl, dg, sl, ap, stops = _byte_classes(buf, i, avail)
+    letters, up, sp, bl, nl, dg, sl, ap, stops = _byte_classes(buf, i, avail)
     if (flags & SPACE_TO_BREAK) == 0 or (flags & (OTHER_THEN_BREAKS | OTHER_THEN_BREAKS_SLASH)) == 0:
         stops |= nl
     elif (flags & OTHER_THEN_BREAKS_SLASH) != 0:
@@ -480,11 +482,11 @@ def _plain_masks(buf, i, avail, flags, digits_plain):
         stops |= dg
     stops |= ~_low_bits(avail)
     limit = np.int64(trailing_zeros(stops)) if stops != 0 else np.int64(64)
-    return up, letters & ~up, sp, nl, dg, ap, limit
+    return up, letters & ~up, sp, bl, nl, dg, ap, limit
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _plain_starts(up, lo, sp, nl, dg, ap, limit, closes, camel, prefix_any, flags, max_digits):
+def _plain_starts(up, lo, sp, bl, nl, dg, ap, limit, closes, camel, prefix_any, flags, max_digits):
     """Piece starts (bit k: byte k) among ``limit`` plain bytes whose byte 0 starts a piece (the rules
     are in the comment above); ``closes``: the segment ends after them. Each start depends on the
     bytes before it, and the last space of a run on the one after it: bit ``limit - 1`` is set only as
@@ -497,15 +499,17 @@ def _plain_starts(up, lo, sp, nl, dg, ap, limit, closes, camel, prefix_any, flag
     up &= valid
     lo &= valid
     sp &= valid
+    bl &= valid
     nl &= valid
     dg &= valid
     letters = up | lo
-    ws = sp | nl
+    blank = sp | bl  # whitespace that is no line break
+    ws = blank | nl
     other = valid & ~(letters | ws | dg)
     # byte 0 starts a piece: what precedes it is no context (shifts bring in zeros)
     other_start = other & ~(other << one) & ~(sp << one)
     run_start = letters & ~(letters << one)
-    prefix = (sp | other_start) if prefix_any else sp
+    prefix = (blank | other_start) if prefix_any else sp
     starts = run_start & ~(prefix << one) | other_start | one
     if camel:
         starts |= up & (lo << one)
@@ -514,14 +518,14 @@ def _plain_starts(up, lo, sp, nl, dg, ap, limit, closes, camel, prefix_any, flag
     taken = ((nl + after_other) ^ nl) & nl
     white = ws & ~taken
     starts |= white & ~(white << one)
-    starts |= sp & (sp << one) & ~(ws >> one) & (valid >> one)
+    starts |= blank & (blank << one) & ~(ws >> one) & (valid >> one)
     last_breaks = nl & ~taken & ~(nl >> one)
     while last_breaks != 0:
         q = np.int64(trailing_zeros(last_breaks)) + 1
         last_breaks &= last_breaks - one
-        if q >= 64 or (sp >> np.uint64(q)) & one == 0:
+        if q >= 64 or (blank >> np.uint64(q)) & one == 0:
             continue  # what follows the breaks starts a piece by its own rule (or is past the block)
-        gaps = ~(sp >> np.uint64(q))
+        gaps = ~(blank >> np.uint64(q))
         run_end = q + (np.int64(trailing_zeros(gaps)) if gaps != 0 else 64 - q)
         if run_end < limit:
             if (nl >> np.uint64(run_end)) & one == 0:
@@ -602,11 +606,11 @@ def _block_pieces(buf, i, end, shape, flags, max_digits, out_starts, out_ends, n
     if avail > BLOCK_BYTES:
         avail = BLOCK_BYTES
     camel = shape == SHAPE_CASED
-    up, lo, sp, nl, dg, ap, limit = _plain_masks(buf, i, avail, flags, (flags & NUMBER_AFTER_SPACE) == 0)
+    up, lo, sp, bl, nl, dg, ap, limit = _plain_masks(buf, i, avail, flags, (flags & NUMBER_AFTER_SPACE) == 0)
     if limit == 0:
         return i, n, i
     closes = limit == end - i  # the segment ends after the plain bytes: every start is known
-    starts, candidates = _plain_starts(up, lo, sp, nl, dg, ap, limit, closes, camel,
+    starts, candidates = _plain_starts(up, lo, sp, bl, nl, dg, ap, limit, closes, camel,
                                        camel or (flags & PREFIX_ANY) != 0, flags, max_digits)
     decided = np.int64(64)
     if candidates != 0:

@@ -115,14 +115,17 @@ def _recognize(pattern: str, syntax: str, unicode_table: str):
 
 def _plain_ascii_holds(roles: np.ndarray) -> bool:
     """Whether the bytes the block scanner takes as plain (:func:`~tokjit.kernels.split_known._plain_masks`)
-    have the roles it gives them: A-Z upper letters, a-z lower letters, the space whitespace, the rest
-    of 0x20-0x7F (less digits and the apostrophe) none of those."""
-    want = {c: 0 for c in range(0x20, 0x80) if not (0x30 <= c <= 0x39 or c == 0x27)}
+    have the roles it gives them: A-Z upper letters, a-z lower letters, 0-9 numbers, the space and
+    0x09-0x0D whitespace, the rest of 0x20-0x7F none of those."""
+    want = {c: 0 for c in range(0x20, 0x80)}
     for c in range(0x41, 0x5B):
         want[c] = sk.ROLE_LETTER | sk.ROLE_UPPER
     for c in range(0x61, 0x7B):
         want[c] = sk.ROLE_LETTER | sk.ROLE_LOWER
-    want[0x20] = sk.ROLE_SPACE
+    for c in range(0x30, 0x3A):
+        want[c] = sk.ROLE_NUMBER
+    for c in (0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20):
+        want[c] = sk.ROLE_SPACE
     checked = sk.ROLE_LETTER | sk.ROLE_NUMBER | sk.ROLE_SPACE | sk.ROLE_UPPER | sk.ROLE_LOWER
     return all((int(roles[c]) & checked) == bits for c, bits in want.items())
 
