@@ -307,15 +307,15 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                         ahead = q + PREFETCH_AHEAD
                         match_starts[ahead] = cacheable_key(buf, piece_starts[ahead], piece_ends[ahead])[0]
                         prefetch_row(cache_rows, home_row(cache_rows, match_starts[ahead]))
-                    h = match_starts[q]
-                    w0, w1 = piece_words(buf, ps, pe)
-                    if pe <= ps:
-                        continue
                     if segmenting and pe - ps == 1:
                         # one byte is one symbol, its byte's token (segmenting implies every byte is
                         # one): ~15% of the pieces of English, code and Chinese skip the cache's row
                         out_ids[n_out] = byte_ids[buf[ps]]
                         n_out += 1
+                        continue
+                    h = match_starts[q]
+                    w0, w1 = piece_words(buf, ps, pe)
+                    if pe <= ps:
                         continue
                     cacheable = pe - ps <= MAX_PIECE
                     if cacheable and segmenting and pe - ps >= LONG_RUN_BYTES and (

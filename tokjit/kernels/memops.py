@@ -9,6 +9,10 @@ read without the negative-index wraparound, and loads, stores, copies and prefet
 * :func:`find_byte` looks for one byte value eight bytes a step (:func:`byte_hits` marks it in a
   word): a byte loop that stops at a byte every few bytes (a space, U+2581) mispredicts its exit at
   every stop, a word loop once per word.
+* :func:`ascii_classes64` classifies 64 bytes at once (letters, spaces, digits, ... as bit masks):
+  one vector load and a few compares, which LLVM lowers to the target's byte-mask instructions,
+  where numba would test one byte at a time. The split scanner's block path
+  (:mod:`tokjit.kernels.split_known`) derives piece starts from the masks.
 * :func:`prefetch_row` asks the CPU to start fetching one row of a 2-D array (:func:`prefetch_at`
   one element of a 1-D array). A piece cache of 256K rows is 8 MB, more than a core's L2, so a
   lookup is often a wait of ~100 cycles or more; issued for a piece some pieces ahead while the current
@@ -18,7 +22,8 @@ read without the negative-index wraparound, and loads, stores, copies and prefet
   In the scanners' and the piece loop's byte reads this is ~10% of their time.
 
 Neither the loads nor the prefetches are bounds-checked by ``NUMBA_BOUNDSCHECK``: the loads check their
-own bounds (and fall back to byte loads near the end of the array), a prefetch of any address is
+own bounds (and fall back to byte loads near the end of the array; ``ascii_classes64``'s caller checks
+that 64 bytes are there and classifies eight at a time otherwise), a prefetch of any address is
 harmless.
 """
 
