@@ -549,33 +549,12 @@ def _plain_starts(up, lo, sp, bl, nl, dg, ap, limit, closes, camel, prefix_any, 
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _ascii_lower(b, any_case):
-    return b | 0x20 if any_case and 0x41 <= b <= 0x5A else b
-
-
-@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _contraction_length(buf, p, known_end, closes, any_case):
-    """Bytes of the contraction ('s 't 'm 'd 're 've 'll) at ``p`` (an apostrophe), 0 when there is
-    none, -1 when the bytes up to ``known_end`` do not decide it (and more may follow)."""
-    if p + 1 >= known_end:
-        return 0 if closes else -1
-    c1 = _ascii_lower(np.int64(buf[nonneg(p + 1)]), any_case)
-    if c1 == 115 or c1 == 116 or c1 == 109 or c1 == 100:  # s t m d
-        return 2
-    if c1 != 114 and c1 != 118 and c1 != 108:  # r v l
-        return 0
-    if p + 2 >= known_end:
-        return 0 if closes else -1
-    c2 = _ascii_lower(np.int64(buf[nonneg(p + 2)]), any_case)
-    return 3 if (c2 == 101 and c1 != 108) or (c2 == 108 and c1 == 108) else 0
-
-
-@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _contraction_starts(buf, i, limit, closes, starts, candidates, camel, any_case):
-    """``starts`` with the contractions among ``candidates`` applied: in SHAPE_CASED one ends the word
-    before it (a letter run, not a contraction itself), in SHAPE_WORDS it is a piece of its own; either
-    way nothing inside it starts a piece and the byte after it does. Returns (starts, the first bit
-    not decided: a contraction the block's bytes leave open)."""
+def _contraction_starts(roles, buf, i, limit, closes, starts, candidates, camel, any_case):
+    """``starts`` with the contractions among ``candidates`` applied (:func:`_contraction` decides
+    them): in SHAPE_CASED one ends the word before it (a letter run, not a contraction itself), in
+    SHAPE_WORDS it is a piece of its own; either way nothing inside it starts a piece and the byte
+    after it does. Returns (starts, the first bit not decided: an apostrophe with fewer than two known
+    bytes after it, more may follow)."""
     one = np.uint64(1)
     after_last = np.int64(-1)
     while candidates != 0:
@@ -583,9 +562,10 @@ def _contraction_starts(buf, i, limit, closes, starts, candidates, camel, any_ca
         candidates &= candidates - one
         if camel and q == after_last:
             continue  # an apostrophe right after a contraction starts a piece: no second suffix
-        c = _contraction_length(buf, i + q, i + limit, closes, any_case)
-        if c < 0:
+        if not closes and q + 3 > limit:
             return starts, (q if camel else q + 1)
+        # plain bytes are ASCII: no DEFER; at the segment's end _contraction sees what the VM sees
+        c = _contraction(roles, buf, i + q, i + limit, any_case) - (i + q)
         if c == 0:
             continue
         inside = _low_bits(q + c) & ~_low_bits(q if camel else q + 1)
@@ -597,7 +577,7 @@ def _contraction_starts(buf, i, limit, closes, starts, candidates, camel, any_ca
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _block_pieces(buf, i, end, shape, flags, max_digits, out_starts, out_ends, n):
+def _block_pieces(roles, buf, i, end, shape, flags, max_digits, out_starts, out_ends, n):
     """Pieces of the plain bytes from ``i`` (a piece start), at most 64 of them, written from
     ``out_*[n]`` (room for 65 assumed). Returns (position after the last piece written, new n, stop):
     ``stop`` is the first byte that is not plain, -1 when the block ended otherwise. A piece whose end
@@ -614,7 +594,7 @@ def _block_pieces(buf, i, end, shape, flags, max_digits, out_starts, out_ends, n
                                        camel or (flags & PREFIX_ANY) != 0, flags, max_digits)
     decided = np.int64(64)
     if candidates != 0:
-        starts, decided = _contraction_starts(buf, i, limit, closes, starts, candidates, camel,
+        starts, decided = _contraction_starts(roles, buf, i, limit, closes, starts, candidates, camel,
                                               (flags & CONTRACTIONS_ANY_CASE) != 0)
     if not closes:
         starts &= _low_bits(limit - 1)
@@ -652,7 +632,7 @@ def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, ou
     retry = np.int64(_PLAIN_RETRY)
     while i < end:
         if blocks and i >= per_piece_until and n + BLOCK_BYTES + 1 <= cap:
-            after, n, stop = _block_pieces(buf, i, end, shape, flags, max_digits, out_starts, out_ends, n)
+            after, n, stop = _block_pieces(roles, buf, i, end, shape, flags, max_digits, out_starts, out_ends, n)
             if after > i:
                 retry = _PLAIN_RETRY
                 if stop >= 0:

@@ -115,19 +115,12 @@ def _recognize(pattern: str, syntax: str, unicode_table: str):
 
 def _plain_ascii_holds(roles: np.ndarray) -> bool:
     """Whether the bytes the block scanner takes as plain (:func:`~tokjit.kernels.split_known._plain_masks`)
-    have the roles it gives them: A-Z upper letters, a-z lower letters, 0-9 numbers, the space and
-    0x09-0x0D whitespace, the rest of 0x20-0x7F none of those."""
-    want = {c: 0 for c in range(0x20, 0x80)}
-    for c in range(0x41, 0x5B):
-        want[c] = sk.ROLE_LETTER | sk.ROLE_UPPER
-    for c in range(0x61, 0x7B):
-        want[c] = sk.ROLE_LETTER | sk.ROLE_LOWER
-    for c in range(0x30, 0x3A):
-        want[c] = sk.ROLE_NUMBER
-    for c in (0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x20):
-        want[c] = sk.ROLE_SPACE
-    checked = sk.ROLE_LETTER | sk.ROLE_NUMBER | sk.ROLE_SPACE | sk.ROLE_UPPER | sk.ROLE_LOWER
-    return all((int(roles[c]) & checked) == bits for c, bits in want.items())
+    have the roles it gives them. Letters, upper and lower letters and numbers are ASCII's ranges
+    already (:func:`_ascii_runs_hold`, checked first); whitespace must be exactly 0x09-0x0D and the
+    space among the plain bytes 0x09-0x0D and 0x20-0x7F (0x0E-0x1F stop a block)."""
+    plain = np.r_[0x09:0x0E, 0x20:0x80]
+    space = (roles[plain] & sk.ROLE_SPACE) != 0
+    return bool(np.array_equal(space, (plain <= 0x0D) | (plain == 0x20)))
 
 
 def _ascii_runs_hold(roles: np.ndarray) -> bool:
