@@ -69,7 +69,7 @@ def test_load_word_is_the_little_endian_value_of_the_bytes():
 
 def test_piece_key_does_not_depend_on_where_the_piece_sits():
     rng = np.random.default_rng(6)
-    for n in (1, 3, 7, 8, 9, 15, 16, 17, 30):
+    for n in (1, 3, 7, 8, 9, 15, 16, 17, 24, 25, 30, 48):
         piece = rng.integers(0, 256, n, dtype=np.uint8)
         alone = piece.copy()  # at the very end: the byte-by-byte path
         inside = np.concatenate([rng.integers(0, 256, 3, dtype=np.uint8), piece,
@@ -78,6 +78,24 @@ def test_piece_key_does_not_depend_on_where_the_piece_sits():
         other = piece.copy()
         other[-1] ^= 1
         assert tuple(_key(other, 0, n)) != tuple(_key(alone, 0, n))
+
+
+def test_every_byte_of_a_long_piece_moves_its_home_row():
+    """Bytes past the first 16 join the hash eight at a time; a multiply carries bits only upwards,
+    so without the final fold a word's high bytes would never reach the low bits that pick the cache
+    row, and pieces differing there would pile into one window. Each byte position, given 256 values,
+    must spread them over (nearly) 256 rows of the smallest cache."""
+    rows_mask = (1 << 18) - 2  # piece_cache.home_row of an unseeded cache
+    rng = np.random.default_rng(8)
+    for n in (17, 24, 31, 40, 48):
+        base = rng.integers(0, 256, n + 8, dtype=np.uint8)
+        for p in range(16, n):
+            homes = set()
+            for v in range(256):
+                buf = base.copy()
+                buf[p] = v
+                homes.add(int(_key(buf, 0, n)[0]) & rows_mask)
+            assert len(homes) >= 248, (n, p, len(homes))
 
 
 def test_load_two_words_is_the_first_16_bytes_zero_padded():

@@ -40,12 +40,12 @@ def _put(cache, piece: bytes, ids: list[int]):
 def test_lookups_return_what_was_stored_or_nothing():
     rng = random.Random(11)
     # a tiny cache and tiny pools: rows are replaced and the pools start again many times over
-    cache = _small_cache(256, 600, 300)
+    cache = _small_cache(256, 2000, 300)
     truth: dict[bytes, list[int]] = {}
     alphabet = b"ab\xe4\xb8\x80 xyz"  # few distinct bytes: many pieces share their first 16
     hits = 0
     for step in range(30000):
-        n = rng.choice([1, 2, 5, 8, 15, 16, 17, 24, 40, pc.MAX_PIECE])
+        n = rng.choice([1, 2, 5, 8, 15, 16, 17, 24, 40, pc.MAX_PIECE, 49, 57, 100, pc.MAX_CACHED])
         piece = bytes(rng.choice(alphabet) for _ in range(n))
         got = _lookup(cache, piece)
         if got is not None:
@@ -84,6 +84,18 @@ def test_pieces_that_differ_late_are_told_apart():
     for i, piece in enumerate(pieces):
         assert _lookup(cache, piece) in ([i], None), piece
     assert sum(_lookup(cache, p) is not None for p in pieces) >= 6
+
+
+def test_the_longest_piece_a_row_can_describe_is_kept_and_no_longer_one():
+    """A row's length field has 8 bits: a piece of MAX_CACHED bytes is stored and found, one byte more
+    is not stored (a wrapped length would make a row claim another piece's bytes)."""
+    cache = _small_cache(64, 4096, 4096)
+    longest = bytes(range(256))[:pc.MAX_CACHED]
+    _put(cache, longest, [7, 8])
+    assert _lookup(cache, longest) == [7, 8]
+    _put(cache, longest + b"!", [9])
+    assert _lookup(cache, longest + b"!") is None
+    assert _lookup(cache, longest[:-1]) is None
 
 
 def test_met_before_admits_a_piece_from_its_third_meeting():

@@ -1,11 +1,12 @@
 """Each thread's piece -> ids cache: one 32-byte row per piece, so a hit reads half a cache line.
 
 A piece's ids depend only on its bytes, and text repeats words, so the fused BPE kernels remember the
-ids of pieces up to ``MAX_PIECE`` bytes (as HF's BPE cache does). Row ``r`` of ``rows`` (int64[SLOTS, 4]):
+ids of pieces up to ``MAX_PIECE`` bytes (as HF's BPE cache does), and a caller may keep pieces up to
+``MAX_CACHED`` bytes it chose to (the byte-level kernel: long runs of Han that recur). Row ``r`` of ``rows`` (int64[SLOTS, 4]):
 
 * ``[0]``, ``[1]`` the piece's first 16 bytes, little-endian (zero-padded); bytes 16.. live in
   ``byte_pool``;
-* ``[2]`` the meta word: length | ``HIT`` | ``POOLED`` | number of ids | byte-pool offset | fourth id
+* ``[2]`` the meta word: length (8 bits) | ``HIT`` | ``POOLED`` | number of ids | byte-pool offset | fourth id
   (0 = empty row; ``HIT`` marks a row hit since the replacement scan last passed it);
 * ``[3]`` up to three ids of 21 bits; with the fourth in the meta word, pieces of up to
   ``INLINE_IDS`` ids below 2^21 keep them inline, others (``POOLED``) in ``id_pool`` from ``[3]``.
@@ -34,25 +35,26 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.memops import load_two_words, nonneg, prefetch_row
+from tokjit.kernels.memops import load_two_words, load_word, nonneg, prefetch_row
 
 SLOTS = 1 << 18
 ROW = 4
 MAX_PIECE = 48
+MAX_CACHED = 255  # the longest piece a row describes (its length field has 8 bits)
 INLINE_BYTES = 16
 INLINE_IDS = 4
 POOL_BYTES = 1 << 20
 POOL_IDS = 1 << 19
 WINDOW = 8
 # fields of a row's meta word [2]
-_N_MASK = 0x3F  # bits 0-5: the piece's length in bytes (1..MAX_PIECE; 0 = empty row)
-HIT = 1 << 6  # hit since the replacement scan last passed the row
-POOLED = 1 << 7  # the ids live in id_pool from [3], not inline
-_K_SHIFT, _K_MASK = 8, 0xFF  # bits 8-15: the number of ids
-_OFF_SHIFT, _OFF_MASK = 16, 0xFFFFF  # bits 16-35: offset of the bytes past 16 in byte_pool
+N_MASK = 0xFF  # bits 0-7: the piece's length in bytes (1..MAX_CACHED; 0 = empty row)
+HIT = 1 << 8  # hit since the replacement scan last passed the row
+POOLED = 1 << 9  # the ids live in id_pool from [3], not inline
+_K_SHIFT, _K_MASK = 10, 0xFF  # bits 10-17: the number of ids
+_OFF_SHIFT, _OFF_MASK = 18, 0xFFFFF  # bits 18-37: offset of the bytes past 16 in byte_pool
 _ID_BITS = 21
 _ID_MASK = (1 << 21) - 1
-_ID3_SHIFT = 36  # bits 36-56: the fourth inline id
+_ID3_SHIFT = 38  # bits 38-58: the fourth inline id
 # A seeded cache (byte-level BPE, seed_cache) holds every short token the vocabulary builds from its
 # own bytes, at most this fraction of its rows: o200k's 196K such tokens take 512K rows (16 MB),
 # cl100k's 99K 256K (8 MB). Seeding the lowest 96K ids into 128K rows (75% full) left longer probe
@@ -90,21 +92,25 @@ PAIR_CACHE_SLOTS = 1 << 14
 
 _K0 = np.int64(-7046029254386353131)  # odd 64-bit mixing constants (splitmix64's)
 _K1 = np.int64(-4658895280553007687)
-_FNV_PRIME = np.int64(1099511628211)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def piece_key(buf, s, e):
     """(hash, first 8 bytes, next 8 bytes) of ``buf[s:e]``: the words are loaded whole
-    (:func:`~tokjit.kernels.memops.load_two_words`), the hash mixes them once, and bytes past 16 go
-    through FNV."""
+    (:func:`~tokjit.kernels.memops.load_two_words`), the hash mixes them once, and bytes past 16 join
+    it eight at a time."""
     n = e - s
     u0, u1 = load_two_words(buf, s, n)
     w0 = np.int64(u0)
     w1 = np.int64(u1)
     h = (w0 * _K0) ^ (w1 * _K1) ^ np.int64(n)
-    for i in range(INLINE_BYTES, n):
-        h = (h ^ np.int64(buf[s + i])) * _FNV_PRIME
+    if n > INLINE_BYTES:
+        # eight bytes a step (byte by byte, a 48-byte piece waited on 32 multiplies in a row); a
+        # multiply carries a bit only upwards, so the fold and the second multiply bring the high
+        # bytes of each word down to the bits that pick the row
+        for i in range(INLINE_BYTES, n, 8):
+            h = (h ^ np.int64(load_word(buf, s + i, min(n - i, 8)))) * _K0
+        h = (h ^ (h >> 32)) * _K1
     return h ^ (h >> 29), w0, w1
 
 
@@ -148,12 +154,13 @@ def cache_find_key(rows, byte_pool, buf, s, e, h, w0, w1):
         meta = rows[nonneg(r), 2]
         if meta == 0:
             return -1
-        if (meta & _N_MASK) == n and rows[nonneg(r), 0] == w0 and rows[nonneg(r), 1] == w1:
+        if (meta & N_MASK) == n and rows[nonneg(r), 0] == w0 and rows[nonneg(r), 1] == w1:
             same = True
             if n > INLINE_BYTES:
                 off = (meta >> _OFF_SHIFT) & _OFF_MASK
-                for k in range(n - INLINE_BYTES):
-                    if byte_pool[nonneg(off + k)] != buf[nonneg(s + INLINE_BYTES + k)]:
+                for k in range(0, n - INLINE_BYTES, 8):  # a word at a time: long pieces reach 255 bytes
+                    step = min(n - INLINE_BYTES - k, 8)
+                    if load_word(byte_pool, off + k, step) != load_word(buf, s + INLINE_BYTES + k, step):
                         same = False
                         break
             if same:
@@ -201,7 +208,7 @@ def cache_put(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k):
 def cache_put_key(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k, h, w0, w1):
     """:func:`cache_put` with the piece's :func:`piece_key` already computed."""
     n = e - s
-    if n > MAX_PIECE or k > _K_MASK:
+    if n > MAX_CACHED or k > _K_MASK:
         return
     inline = k <= INLINE_IDS
     for i in range(k):
@@ -298,7 +305,7 @@ def _empty_pools(rows, fill):
     again, never wrong. O(SLOTS), once per pool's worth of such pieces."""
     for r in range(rows.shape[0]):
         meta = rows[r, 2]
-        if meta != 0 and ((meta & POOLED) != 0 or (meta & _N_MASK) > INLINE_BYTES):
+        if meta != 0 and ((meta & POOLED) != 0 or (meta & N_MASK) > INLINE_BYTES):
             for j in range(ROW):
                 rows[r, j] = 0
             fill[2] -= 1
