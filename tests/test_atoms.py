@@ -19,6 +19,7 @@ import tokjit
 from conftest import shared_path
 from test_bpe_parity import first_mismatch, reference_tiktoken
 from tokjit.kernels import atoms
+from tokjit.kernels import piece_cache as pc
 from tokjit.kernels.bpe import FLAG_ATOMS
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -162,21 +163,22 @@ def test_cuts_split_han_runs_into_short_segments():
     assert buf.shape[0] / n_segments < 16
 
 
-def _whole_long_runs(tok) -> int:
-    """Rows of the calling thread's piece cache that hold a whole run of Han or kana of 16+ bytes."""
+def _whole_long_runs(tok, min_bytes: int = 16) -> int:
+    """Rows of the calling thread's piece cache that hold a whole run of Han or kana of min_bytes+."""
     rows = tok._fused._thread().cache_arrays[0]
-    length = rows[:, 2] & 0x3F
+    length = rows[:, 2] & pc.N_MASK
     first = rows[:, 0] & 0xFF
     second = (rows[:, 0] >> 8) & 0xFF
     run = ((first >= 0xE3) & (first <= 0xED)) | ((second >= 0xE3) & (second <= 0xED))
-    return int(((length >= 16) & run).sum())
+    return int(((length >= min_bytes) & run).sum())
 
 
 @pytest.mark.parametrize("name", ["llama3", "o200k_base"])
 def test_long_runs_read_again_come_whole_from_the_cache(name):
     """Runs of Han or kana of 16+ bytes are segmented each time they are met, and from their third
-    meeting looked up and kept whole (``piece_cache.met_before``): text read four times gives the
-    reference's ids on every pass, and the cache takes in whole runs at the third pass."""
+    meeting looked up and kept whole (``piece_cache.met_before``), up to ``MAX_CACHED`` bytes: text
+    read four times gives the reference's ids on every pass, and the cache takes in whole runs, those
+    past ``MAX_PIECE`` too, at the third pass."""
     tok, reference = _load(name)
     lines = []
     for corpus in ("japanese.txt", "chinese.txt"):
@@ -192,6 +194,34 @@ def test_long_runs_read_again_come_whole_from_the_cache(name):
     # the second, few more; in the third, every run the text has
     kept = [b - a for a, b in zip(counts, counts[1:])]
     assert kept[2] > 200 and kept[2] > 3 * kept[1] and kept[3] < kept[2] // 10, counts
+    # runs past MAX_PIECE (up to MAX_CACHED) are kept too, and the fourth pass read them whole
+    assert _whole_long_runs(tok, pc.MAX_PIECE + 1) > 50
+    assert (m := first_mismatch(lines, [tok.encode(t) for t in lines], want)) is None, m
+
+
+@pytest.mark.parametrize("name", ["llama3", "o200k_base"])
+def test_pieces_past_max_piece_come_whole_from_the_cache_from_their_third_meeting(name):
+    """Any piece of MAX_PIECE+1..MAX_CACHED bytes (a line of box-drawing characters, a run of spaces
+    or of '=', a long Han run) is kept whole from its third meeting and one past MAX_CACHED never: the
+    same lines read four times give the reference's ids on every pass, the cache then holds such
+    pieces whole, and none longer than a row can describe."""
+    tok, reference = _load(name)
+    rng = random.Random(5)
+    lines = []
+    for n in (17, 20, 40, 66, 84, 85, 86, 120, 200):
+        lines.append("\u2500" * n)  # 3 bytes each: 51..600 bytes
+        lines.append("\u251c" + "\u2500" * (n // 2) + "\u253c" + "\u2500" * (n - n // 2) + "\u2524")
+        lines.append("x" + " " * (3 * n) + "y")
+        lines.append("=" * (3 * n))
+        lines.append("".join(chr(rng.randint(0x4E00, 0x9FA5)) for _ in range(n)))
+    want = reference(lines)
+    for _ in range(4):
+        got = tok.encode_batch(lines, num_threads=1)
+        assert (m := first_mismatch(lines, got, want)) is None, m
+    rows = tok._fused._thread().cache_arrays[0]
+    lengths = rows[:, 2] & pc.N_MASK
+    assert int((lengths > pc.MAX_PIECE).sum()) >= 10
+    assert int(lengths.max()) <= pc.MAX_CACHED
     assert (m := first_mismatch(lines, [tok.encode(t) for t in lines], want)) is None, m
 
 

@@ -21,8 +21,8 @@ from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, cod
                                         release_gil, retake_gil, text_utf8, thread_session)
 from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, SCAN_LIMIT, bpe_core, segment_bpe, vocab_scalars
 from tokjit.kernels.memops import copy_from_address, prefetch_row
-from tokjit.kernels.piece_cache import (INLINE_IDS, MAX_PIECE, cache_emit, cache_find_key, cache_put_key,
-                                        cacheable_key, home_row, met_before, piece_words)
+from tokjit.kernels.piece_cache import (INLINE_IDS, MAX_CACHED, MAX_PIECE, cache_emit, cache_find_key, cache_put_key,
+                                        cacheable_key, home_row, met_before, piece_key, piece_words)
 from tokjit.kernels.structs import BPE_SESSION, borrow, struct_at
 from tokjit.kernels.utf8 import decode_bmp
 
@@ -35,9 +35,12 @@ STATUS_OUT_FULL = 2  # output buffer full: grow and resume at this doc
 STEP_BUDGET_PER_BYTE = 256  # backtracking steps per byte before a document goes to the memoizing path
 
 # pieces this long starting with a character of U+3000..U+DFFF (a run of Han, kana, Hangul: lead byte
-# E3..ED, after at most a one-byte prefix) are looked up and kept whole in the piece cache only from
-# their third meeting (piece_cache.met_before): ~9% of them recur in Chinese or Japanese text, and
-# their segments are cached anyway. Keeping every one cost new Japanese 13-15% (llama3, one thread),
+# E3..ED, after at most a one-byte prefix), and every piece past MAX_PIECE bytes, are looked up and
+# kept whole in the piece cache only from their third meeting (piece_cache.met_before), up to
+# MAX_CACHED bytes: ~9% of the runs recur in Chinese or Japanese text, and their segments are cached
+# anyway. Pieces past MAX_PIECE were never kept before 2026-11-28: 8.4% of the bytes of a new 100 KB
+# part of the Chinese corpus are in such pieces met twice before (lines of box-drawing characters
+# and runs of spaces, 49-197 bytes), and each went through BPE again every time. Keeping every one cost new Japanese 13-15% (llama3, one thread),
 # looking each one up (a miss reads rows past the one requested ahead) 7% with cold CPU caches, and
 # keeping them from the second meeting 3.6-4.5% (o200k); keeping none left text read again at
 # 96-97 MB/s (o200k, llama3 Japanese) where whole pieces give 134-167.
@@ -318,8 +321,10 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                     if pe <= ps:
                         continue
                     cacheable = pe - ps <= MAX_PIECE
-                    if cacheable and segmenting and pe - ps >= LONG_RUN_BYTES and (
-                            0xE3 <= buf[ps] <= 0xED or 0xE3 <= buf[ps + 1] <= 0xED):
+                    if pe - ps <= MAX_CACHED and (not cacheable or segmenting and pe - ps >= LONG_RUN_BYTES and (
+                            0xE3 <= buf[ps] <= 0xED or 0xE3 <= buf[ps + 1] <= 0xED)):
+                        if not cacheable:
+                            h = piece_key(buf, ps, pe)[0]  # past MAX_PIECE the row was not requested
                         cacheable = met_before(cache_admit, h)
                     if cacheable:
                         row = cache_find_key(cache_rows, cache_bytes, buf, ps, pe, h, w0, w1)
