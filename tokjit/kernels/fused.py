@@ -40,10 +40,11 @@ STEP_BUDGET_PER_BYTE = 256  # backtracking steps per byte before a document goes
 # MAX_CACHED bytes: ~9% of the runs recur in Chinese or Japanese text, and their segments are cached
 # anyway. Pieces past MAX_PIECE were never kept before 2026-11-28: 8.4% of the bytes of a new 100 KB
 # part of the Chinese corpus are in such pieces met twice before (lines of box-drawing characters
-# and runs of spaces, 49-197 bytes), and each went through BPE again every time. Keeping every one cost new Japanese 13-15% (llama3, one thread),
-# looking each one up (a miss reads rows past the one requested ahead) 7% with cold CPU caches, and
-# keeping them from the second meeting 3.6-4.5% (o200k); keeping none left text read again at
-# 96-97 MB/s (o200k, llama3 Japanese) where whole pieces give 134-167.
+# and runs of spaces, 49-197 bytes), and each went through BPE again every time. Keeping every run
+# cost new Japanese 13-15% (llama3, one thread), looking each one up (a miss reads rows past the one
+# requested ahead) 7% with cold CPU caches, and keeping them from the second meeting 3.6-4.5%
+# (o200k); keeping none left text read again at 96-97 MB/s (o200k, llama3 Japanese) where whole
+# pieces give 134-167.
 LONG_RUN_BYTES = 16
 
 # new pieces up to this many bytes go to segment_bpe: at most SCAN_LIMIT symbols, and a piece key

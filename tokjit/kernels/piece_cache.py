@@ -1,8 +1,9 @@
 """Each thread's piece -> ids cache: one 32-byte row per piece, so a hit reads half a cache line.
 
 A piece's ids depend only on its bytes, and text repeats words, so the fused BPE kernels remember the
-ids of pieces up to ``MAX_PIECE`` bytes (as HF's BPE cache does), and a caller may keep pieces up to
-``MAX_CACHED`` bytes it chose to (the byte-level kernel: long runs of Han that recur). Row ``r`` of ``rows`` (int64[SLOTS, 4]):
+ids of pieces up to ``MAX_PIECE`` bytes (as HF's BPE cache does); a caller may keep longer pieces it
+chose, up to ``MAX_CACHED`` bytes (the byte-level kernel: those met twice before). Row ``r`` of
+``rows`` (int64[SLOTS, 4]):
 
 * ``[0]``, ``[1]`` the piece's first 16 bytes, little-endian (zero-padded); bytes 16.. live in
   ``byte_pool``;
