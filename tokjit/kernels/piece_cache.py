@@ -266,11 +266,11 @@ def cache_put_key(rows, byte_pool, id_pool, fill, buf, s, e, ids, at, k, h, w0, 
     rows[r, 2] = meta
 
 
-# Pieces that mostly do not recur (long runs of Han or kana: ~9% recur) are looked up and kept only
-# from the third time they are met: two bits per hash of a piece met (met once, met twice; 2 x 128
-# Kbit, 32 KB: they stay in the core's cache), the last word counting the first bits set; all are
-# cleared once ADMIT_BITS / 8 are set (16K pieces, ~600 KB of Japanese), so a false "met before"
-# stays below ~1 in 8.
+# Pieces that mostly do not recur (long runs of Han or kana: ~9% recur; any piece past MAX_PIECE
+# bytes) are looked up and kept only from the third time they are met: two bits per hash of a piece
+# met (met once, met twice; 2 x 128 Kbit, 32 KB: they stay in the core's cache), the last word
+# counting the first bits set; all are cleared once ADMIT_BITS / 8 are set (16K pieces, ~600 KB of
+# Japanese), so a false "met before" stays below ~1 in 8.
 ADMIT_BITS = 1 << 17
 ADMIT_WORDS = ADMIT_BITS // 64
 

@@ -469,16 +469,16 @@ def _byte_classes(buf, i, avail):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _plain_masks(buf, i, avail, flags, digits_plain):
+def _plain_masks(buf, i, avail, flags):
     """(upper, lower, spaces, blanks, line breaks, digits, apostrophes, number of plain bytes) of
     ``buf[i:i + avail]`` (avail <= 64), bit k for byte ``i + k``, up to the first byte that is not
-    plain (or ``avail``)."""
+    plain (or ``avail``): what the pattern's ``flags`` leave plain (breaks, digits) is decided here."""
     letters, up, sp, bl, nl, dg, sl, ap, stops = _byte_classes(buf, i, avail)
     if (flags & SPACE_TO_BREAK) == 0 or (flags & (OTHER_THEN_BREAKS | OTHER_THEN_BREAKS_SLASH)) == 0:
         stops |= nl
     elif (flags & OTHER_THEN_BREAKS_SLASH) != 0:
         stops |= sl & (nl << np.uint64(1))
-    if not digits_plain:
+    if (flags & NUMBER_AFTER_SPACE) != 0:  # `` ?\p{N}+``: a digit's piece depends on the byte before
         stops |= dg
     stops |= ~_low_bits(avail)
     limit = np.int64(trailing_zeros(stops)) if stops != 0 else np.int64(64)
@@ -586,7 +586,7 @@ def _block_pieces(roles, buf, i, end, shape, flags, max_digits, out_starts, out_
     if avail > BLOCK_BYTES:
         avail = BLOCK_BYTES
     camel = shape == SHAPE_CASED
-    up, lo, sp, bl, nl, dg, ap, limit = _plain_masks(buf, i, avail, flags, (flags & NUMBER_AFTER_SPACE) == 0)
+    up, lo, sp, bl, nl, dg, ap, limit = _plain_masks(buf, i, avail, flags)
     if limit == 0:
         return i, n, i
     closes = limit == end - i  # the segment ends after the plain bytes: every start is known
