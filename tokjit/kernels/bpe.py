@@ -394,6 +394,20 @@ def _prefetch_new_pairs(ids, bi, m, pair_slots, pair_cache):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _prefetch_successors(ids, ranks, k, m, pair_slots, pair_cache):
+    """Start fetching the two pairs a merge at ``k`` would make (``ranks[k]`` holds the merged id), in
+    case pair ``k`` merges while its neighbours stand. Issued as soon as the pair's rank is known, one
+    or more merges before that merge: a merge's new pairs, fetched only once it is made, each waited
+    for a pair-table miss (~13% of a fresh English part's time, o200k), one merge after another."""
+    if (ranks[k] >> 32) < NO_RANK:
+        merged = np.int32(ranks[k] & 0xFFFFFFFF)
+        if k > 0:
+            _prefetch_pair(ids[k - 1], merged, pair_slots, pair_cache)
+        if k + 2 < m:
+            _prefetch_pair(merged, ids[k + 2], pair_slots, pair_cache)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _ranked_pair(id_left, id_right, pair_table, pair_cache):
     """``rank << 32 | merged id`` of two adjacent symbols, ``NO_RANK << 32`` when they do not merge."""
     value = _cached_pair_value(id_left, id_right, pair_table, pair_cache)
@@ -434,6 +448,8 @@ def segment_bpe(buf, s, e, atom_ids, edge_bits, byte_ids, pair_table, pair_cache
         _prefetch_pair(ids[k], ids[k + 1], pair_slots, pair_cache)
     for k in range(m - 1):
         ranks[k] = _ranked_pair(ids[k], ids[k + 1], pair_table, pair_cache)
+    for k in range(m - 1):
+        _prefetch_successors(ids, ranks, k, m, pair_slots, pair_cache)
     while m > 1:
         bi = _lowest_ranked(ranks, m)
         if bi < 0:
@@ -444,6 +460,10 @@ def segment_bpe(buf, s, e, atom_ids, edge_bits, byte_ids, pair_table, pair_cache
             ranks[bi - 1] = _ranked_pair(ids[bi - 1], ids[bi], pair_table, pair_cache)
         if bi < m - 1:
             ranks[bi] = _ranked_pair(ids[bi], ids[bi + 1], pair_table, pair_cache)
+        if bi > 0:
+            _prefetch_successors(ids, ranks, bi - 1, m, pair_slots, pair_cache)
+        if bi < m - 1:
+            _prefetch_successors(ids, ranks, bi, m, pair_slots, pair_cache)
     for k in range(m):
         out[at + k] = ids[k]
     return m
