@@ -458,11 +458,9 @@ def segment_bpe(buf, s, e, atom_ids, edge_bits, byte_ids, pair_table, pair_cache
         _prefetch_new_pairs(ids, bi, m, pair_slots, pair_cache)
         if bi > 0:
             ranks[bi - 1] = _ranked_pair(ids[bi - 1], ids[bi], pair_table, pair_cache)
-        if bi < m - 1:
-            ranks[bi] = _ranked_pair(ids[bi], ids[bi + 1], pair_table, pair_cache)
-        if bi > 0:
             _prefetch_successors(ids, ranks, bi - 1, m, pair_slots, pair_cache)
         if bi < m - 1:
+            ranks[bi] = _ranked_pair(ids[bi], ids[bi + 1], pair_table, pair_cache)
             _prefetch_successors(ids, ranks, bi, m, pair_slots, pair_cache)
     for k in range(m):
         out[at + k] = ids[k]
