@@ -71,7 +71,7 @@ def test_quick_check_kernel_never_passes_text_not_in_the_form(form):
 
     import numpy as np
 
-    from tokjit.kernels.normal_form import normal_form_suspects, quick_check_table
+    from tokjit.kernels.normal_form import normal_form_suspects, quick_check_table, quick_check_yes_bits
 
     ranges = [(0x20, 0x3000), (0x1100, 0x1200), (0xAC00, 0xAC60), (0xF900, 0xFB50), (0xFF00, 0xFFF0),
               (0x1D150, 0x1D1C0), (0x2F800, 0x2F900), (0x1F000, 0x1F100), (0x10000, 0x10100)]
@@ -83,10 +83,62 @@ def test_quick_check_kernel_never_passes_text_not_in_the_form(form):
     ends = np.cumsum(lengths)
     buf = np.frombuffer(b"".join(encoded), np.uint8)
     suspect = np.zeros(len(encoded), np.bool_)
-    n = normal_form_suspects(buf, ends - lengths, ends, quick_check_table(form), suspect)
+    n = normal_form_suspects(buf, ends - lengths, ends, quick_check_table(form), quick_check_yes_bits(form), suspect)
     assert n == suspect.sum() and suspect[len(texts):].all()
     wrongly_passed = [t for t, s in zip(texts, suspect) if not s and not unicodedata.is_normalized(form, t)]
     assert not wrongly_passed, wrongly_passed[:5]
     rejected = sum(not unicodedata.is_normalized(form, t) for t in texts)
     assert rejected > 1000  # the strings do exercise the check
     assert suspect[:len(texts)].sum() < 0.6 * len(texts)  # and it passes most of them
+
+
+def _quick_check_in_python(data: bytes, table) -> bool:
+    """UAX #15's quick check over ``table`` as the kernel's docstring states it, one character at a
+    time: True when it passes (every character Yes, nonzero combining classes never decreasing)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    last = 0
+    for ch in text:
+        v = int(table[ord(ch)])
+        if v == 255 or (v and last > v):
+            return False
+        last = v
+    return True
+
+
+@pytest.mark.parametrize("form", ["NFC", "NFKC"])
+def test_quick_check_kernel_shortcuts_change_no_verdict(form):
+    """The kernel's shortcuts (ASCII eight bytes a step, a bit per BMP code point for the common
+    characters) give the verdict of the plain walk over the table on every corpus line, and on
+    strings mixing ASCII runs of every length with 2-, 3- and 4-byte characters, combining marks,
+    surrogate and overlong encodings and truncated sequences at every position."""
+    import random
+
+    import numpy as np
+
+    from tokjit.kernels.normal_form import normal_form_suspects, quick_check_table, quick_check_yes_bits
+
+    table = quick_check_table(form)
+    lines = [t.encode() for t in corpus_lines(limit_per_file=2000)]
+    pieces = ["a", "abcdefgh", "x" * 13, "\u00e9", "e\u0301", "\u0301\u0316", "\u0316\u0301", "\u0627\u0654",
+              "\u0623", "\u064b", "\u3042\u3099", "\u304c", "\u4e2d\u6587", "\uac00", "\u1100\u1161", "\uff21",
+              "\U0001f600", "\U0001d15e", "\u2126", "\u0958", " "]
+    raw = [b"\xed\xa0\x80", b"\xe0\x80\xaf", b"\xc0\xaf", b"\xe3\x81", b"\xc3", b"\xf0\x9f\x98", b"\xff", b"\x80"]
+    rng = random.Random(7)
+    mixed = []
+    for _ in range(20_000):
+        parts = [rng.choice(pieces).encode() for _ in range(rng.randrange(1, 9))]
+        if rng.random() < 0.2:
+            parts.insert(rng.randrange(len(parts) + 1), rng.choice(raw))
+        mixed.append(b"".join(parts))
+    docs = lines + mixed
+    lengths = np.array([len(d) for d in docs])
+    ends = np.cumsum(lengths)
+    buf = np.frombuffer(b"".join(docs), np.uint8)
+    suspect = np.zeros(len(docs), np.bool_)
+    n = normal_form_suspects(buf, ends - lengths, ends, table, quick_check_yes_bits(form), suspect)
+    expected = [not _quick_check_in_python(d, table) for d in docs]
+    assert suspect.tolist() == expected
+    assert n == sum(expected) and 100 < n < len(docs) - 1000

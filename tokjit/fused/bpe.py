@@ -17,7 +17,7 @@ import numpy as np
 
 from tokjit.kernels import fused, structs
 from tokjit.kernels.atomics import COUNTERS, N_CHUNKS
-from tokjit.kernels.normal_form import normal_form_suspects, quick_check_table
+from tokjit.kernels.normal_form import normal_form_suspects, quick_check_table, quick_check_yes_bits
 from tokjit.kernels.split_known import SHAPE_VM
 from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, byte_documents, doc_sizes
@@ -262,7 +262,8 @@ class FusedBPE(FusedPath):
         (``_kernel_text``). Documents already in ``extra`` or in ``skip`` are left as they are. Only
         documents the quick check cannot pass (a kernel, without the GIL) are checked in full."""
         suspect = np.zeros(doc_ends.shape[0], np.bool_)
-        if not normal_form_suspects(buf, doc_starts, doc_ends, quick_check_table(self.form), suspect):
+        if not normal_form_suspects(buf, doc_starts, doc_ends, quick_check_table(self.form),
+                                    quick_check_yes_bits(self.form), suspect):
             return
         renormalized = {}
         for d in np.flatnonzero(suspect).tolist():
