@@ -26,7 +26,11 @@ def _texts():
     texts = corpus_lines(limit_per_file=300)
     decomposed = [unicodedata.normalize("NFD", t) for t in texts[::7]]
     marks = ["cafe\u0301 au lait", "<|im_start|>\u0301x", "e\u0301<|im_start|>e\u0301", "\u1100\u1161\u11a8",
-             "\u0041\u030a\u0301", "cafe\u0301<|im_start|>cafe", "\u0b47\u0b3e", "Å Å Å", "ﬁ ½ ①"]
+             "\u0041\u030a\u0301", "cafe\u0301<|im_start|>cafe", "\u0b47\u0b3e", "Å Å Å", "ﬁ ½ ①",
+             # marks out of order only (put in the form in place by a batch): Arabic shadda before fatha
+             "\u0643\u0651\u064e\u062a\u064e\u0628\u064e \u0645\u064e\u0631\u0652", "<|im_start|>\u0651\u064e",
+             "\u0651\u064e<|im_start|>\u0628\u0651\u064e", "cafe\u0651\u064ecafe", "x" + "\u0651\u064e" * 20,
+             "\u05e9\u05c2\u05bc \u0628\u0651\u0650\u0652"]
     return texts + decomposed + marks
 
 
@@ -59,6 +63,30 @@ def test_normal_form_then_byte_level_bpe_equals_hf(tmp_path, form):
     batch = batch[:2] + [""] + batch[2:] + [""] + [texts[n_forms[0]]]
     assert tok.encode_batch(batch, parse_special=True, num_threads=1) == \
         [ref.encode(t, add_special_tokens=False).ids for t in batch]
+
+
+def test_added_token_holding_marks_keeps_batches_off_the_in_place_ordering(tmp_path):
+    """HF matches added tokens in the text before normalizing it: with an added token that holds a
+    mark, text whose marks are out of order goes to the staged pipeline, not to the in-place
+    ordering (a token spelled with the marks out of order matches the raw text only)."""
+    data = json.loads(shared_path("data", "hf", "gpt4o", "tokenizer.json").read_text(encoding="utf-8"))
+    data["normalizer"] = {"type": "NFC"}
+    data["added_tokens"] = data["added_tokens"] + [
+        {"id": 0, "content": "\u0628\u0651\u064e", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": False}]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    data["added_tokens"][-1]["id"] = ref.token_to_id("\u0628\u0651\u064e")
+    path.write_text(json.dumps(data), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    tok = tokjit.load(str(path))
+    assert not tok._fused._order_marks
+    texts = ["\u0628\u0651\u064e\u0627", "\u0628\u064e\u0651\u0627", "x \u0643\u0651\u064e"] * 30
+    expected = [ref.encode(t, add_special_tokens=False).ids for t in texts]
+    assert expected[0] != expected[1]
+    assert tok.encode_batch(texts, num_threads=1) == expected
+    assert tok.encode_batch(texts, num_threads=2) == expected
 
 
 @pytest.mark.parametrize("form", ["NFC", "NFD", "NFKC", "NFKD"])
@@ -142,3 +170,52 @@ def test_quick_check_kernel_shortcuts_change_no_verdict(form):
     expected = [not _quick_check_in_python(d, table) for d in docs]
     assert suspect.tolist() == expected
     assert n == sum(expected) and 100 < n < len(docs) - 1000
+
+
+@pytest.mark.parametrize("form", ["NFC", "NFD", "NFKC", "NFKD"])
+def test_marks_ordered_in_place_give_the_normal_form(form):
+    """A document whose only fault is the order of its marks is brought into the form in place, and
+    equals ``unicodedata.normalize`` then; every other document is flagged and left byte for byte.
+    Random strings over Arabic letters and marks (a shadda before a fatha is the corpus's case),
+    Latin letters, precomposed letters, combining marks of many classes, Hebrew points, Hangul,
+    ASCII and malformed bytes; runs of marks up to and past MAX_MARK_RUN; the Arabic corpus lines."""
+    import random
+
+    import numpy as np
+
+    from tokjit.kernels.normal_form import (MAX_MARK_RUN, order_marks_in_place, quick_check_table,
+                                             quick_check_yes_bits)
+
+    marks = [chr(c) for c in range(0x300, 0x370)] + [chr(c) for c in range(0x591, 0x5C8)] + \
+        [chr(c) for c in range(0x64B, 0x660)] + ["\u0670", "\u06E1", "\u0E38", "\u0E48", "\u302A", "\u3099", "\u20D0"]
+    letters = ["a", "e", " ", "\u00e9", "\u1ec7", "\u0627", "\u0628", "\u0645", "\u05d0", "\u05e9", "\u0e01",
+               "\uac00", "\u1100", "\u1161", "\u304b", "\u00c5", "\ufb2a", "\u0958"]
+    rng = random.Random(11)
+    texts = []
+    for _ in range(30_000):
+        parts = []
+        for _ in range(rng.randrange(1, 6)):
+            parts.append(rng.choice(letters))
+            parts.extend(rng.choice(marks) for _ in range(rng.choice((0, 1, 2, 2, 3, 5))))
+        texts.append("".join(parts))
+    texts += ["\u0628" + "\u0651\u064e" * (MAX_MARK_RUN // 2) + "x", "\u0628" + "\u0651\u064e" * (MAX_MARK_RUN // 2 + 1),
+              "\u0628\u0651\u064e", "\u0651\u064e", "\u064e\u0651"]
+    texts += corpus_lines(limit_per_file=3000)
+    docs = [t.encode() for t in texts] + [b"\xd9\x91\xd9\x8e\xff", b"\xed\xa0\x80\xd9\x91\xd9\x8e"]
+    lengths = np.array([len(d) for d in docs])
+    ends = np.cumsum(lengths)
+    buf = np.frombuffer(b"".join(docs), np.uint8).copy()
+    suspect = np.zeros(len(docs), np.bool_)
+    n = order_marks_in_place(buf, ends - lengths, ends, quick_check_table(form), quick_check_yes_bits(form),
+                             suspect, np.zeros(4 * MAX_MARK_RUN, np.uint8), np.zeros(MAX_MARK_RUN, np.int64))
+    assert n == suspect.sum()
+    reordered = 0
+    for i, doc in enumerate(docs):
+        out = buf[ends[i] - lengths[i]:ends[i]].tobytes()
+        if suspect[i]:
+            assert out == doc
+        else:
+            assert out == unicodedata.normalize(form, doc.decode()).encode(), (form, doc)
+            reordered += out != doc
+    assert reordered > 1000 and n > 1000
+    assert not suspect[30_000] and suspect[30_001]  # a run of MAX_MARK_RUN marks is sorted, a longer one is not

@@ -17,7 +17,8 @@ import numpy as np
 
 from tokjit.kernels import fused, structs
 from tokjit.kernels.atomics import COUNTERS, N_CHUNKS
-from tokjit.kernels.normal_form import normal_form_suspects, quick_check_table, quick_check_yes_bits
+from tokjit.kernels.normal_form import (MAX_MARK_RUN, normal_form_suspects, order_marks_in_place, quick_check_table,
+                                       quick_check_yes_bits)
 from tokjit.kernels.split_known import SHAPE_VM
 from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, byte_documents, doc_sizes
@@ -128,7 +129,8 @@ class FusedBPE(FusedPath):
     A normal form runs as a check, not a rewrite: most text already is in that form, and for such
     text normalizing changes nothing, so the kernel's ids are HF's. Text that is not (``unicodedata.
     is_normalized``, a quick C scan) goes through the staged pipeline, which normalizes each
-    segment between added tokens as HF does."""
+    segment between added tokens as HF does; in a batch, text whose only fault is the order of its
+    marks is put in the form in place first (``prepare_documents``)."""
 
     def __init__(self, tok, regex, behavior: int, invert: bool, form: str | None = None):
         self.tok = tok
@@ -141,6 +143,11 @@ class FusedBPE(FusedPath):
         # indexed by parse_special
         self.pipes = (structs.make_bpe_pipe(structs.make_trie(tok._match_plain), rx, vocab),
                       structs.make_bpe_pipe(structs.make_trie(tok._match_all), rx, vocab))
+        # a batch's text whose marks are only out of order is put in the form before encoding
+        # (prepare_documents), unless an added token holds a mark: HF matches added tokens in the
+        # text before normalizing it, and such a token could match there and not in the form
+        self._order_marks = form is not None and not any(
+            quick_check_table(form)[[ord(c) for c in t.content]].any() for t in tok.spec.added_tokens)
         self._local = threading.local()
         self._states = 0  # threads that have made their buffers
         self._widest = 0  # the largest capacity of any thread's buffers (helpers grow to it)
@@ -182,7 +189,7 @@ class FusedBPE(FusedPath):
         return self.encode_docs(*byte_documents([norm]), parse_special)[0].tolist()
 
     def encode_chunks(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray, parse_special: bool,
-                       threads: int) -> tuple[np.ndarray, np.ndarray]:
+                       threads: int, suspect: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``encode_docs`` over ``threads`` threads, for the driver's own packed batch (writable uint8,
         int64 spans): the batch is cut into chunks of about equal bytes (at most ``CHUNKS_PER_THREAD``
         per thread, ``CHUNK_BYTES`` or more each) that the threads' kernels claim one by one
@@ -190,7 +197,7 @@ class FusedBPE(FusedPath):
         calling thread's call returns when every chunk is done, with the ids moved together. A chunk
         whose kernel stopped at a document (the regex needs the memoizing path) is finished here by
         ``encode_docs``; with a normal form, documents not in it are re-encoded as ``encode_docs``
-        does (``_in_normal_form``)."""
+        does (``_in_normal_form``; ``suspect``: as ``encode_docs`` takes it)."""
         n_docs = doc_ends.shape[0]
         max_chunks = threads * CHUNKS_PER_THREAD
         chunks = np.empty((max_chunks, 4), np.int64)
@@ -228,7 +235,8 @@ class FusedBPE(FusedPath):
                     helper.result()  # a helper that raised will never finish the chunk it claimed
             n = fused.finish_chunks(doc_starts, chunks, out_ids, doc_out_end, counters)
         if n >= 0:
-            return self._in_normal_form(out_ids[:n], doc_out_end, buf, doc_starts, doc_ends, parse_special, set())
+            return self._in_normal_form(out_ids[:n], doc_out_end, buf, doc_starts, doc_ends, parse_special, set(),
+                                        suspect)
         # a chunk stopped at a document: its ids so far, then encode_docs from that document on
         base = doc_starts[chunks[:, 0]] + fused.CHUNK_SLACK * np.arange(n_chunks)
         prev = np.empty(n_docs, np.int64)
@@ -244,26 +252,30 @@ class FusedBPE(FusedPath):
             counts[stop:end] = np.diff(rest_ends, prepend=0)
             done.update(range(stop, end))  # encode_docs has brought these into the normal form
         return self._in_normal_form(np.concatenate(parts), np.cumsum(counts), buf, doc_starts, doc_ends,
-                                    parse_special, done)
+                                    parse_special, done, suspect)
 
-    def _in_normal_form(self, ids, doc_out_end, buf, doc_starts, doc_ends, parse_special, done):
+    def _in_normal_form(self, ids, doc_out_end, buf, doc_starts, doc_ends, parse_special, done, suspect=None):
         """(ids, doc_out_end) with the documents not in the tokenizer's normal form re-encoded
         (``_normal_form_extra``; those in ``done`` are final), when it has one."""
         if self.form is None:
             return ids, doc_out_end
         extra: dict[int, np.ndarray] = {}
-        self._normal_form_extra(buf, doc_starts, doc_ends, parse_special, extra, skip=done)
+        self._normal_form_extra(buf, doc_starts, doc_ends, parse_special, extra, skip=done, suspect=suspect)
         return self._splice(ids, doc_out_end, extra) if extra else (ids, doc_out_end)
 
     def _normal_form_extra(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
-                           parse_special: bool, extra: dict, skip=()) -> None:
+                           parse_special: bool, extra: dict, skip=(), suspect: np.ndarray | None = None) -> None:
         """Put into ``extra`` the ids of every document not in the tokenizer's normal form (the kernel
         encoded its text as it is): the kernel's ids of its normalization, or the staged pipeline's
         (``_kernel_text``). Documents already in ``extra`` or in ``skip`` are left as they are. Only
-        documents the quick check cannot pass (a kernel, without the GIL) are checked in full."""
-        suspect = np.zeros(doc_ends.shape[0], np.bool_)
-        if not normal_form_suspects(buf, doc_starts, doc_ends, quick_check_table(self.form),
-                                    quick_check_yes_bits(self.form), suspect):
+        documents the quick check cannot pass (a kernel, without the GIL; or ``suspect``, its
+        verdicts from ``prepare_documents``) are checked in full."""
+        if suspect is None:
+            suspect = np.zeros(doc_ends.shape[0], np.bool_)
+            if not normal_form_suspects(buf, doc_starts, doc_ends, quick_check_table(self.form),
+                                        quick_check_yes_bits(self.form), suspect):
+                return
+        elif not suspect.any():
             return
         renormalized = {}
         for d in np.flatnonzero(suspect).tolist():
@@ -303,9 +315,21 @@ class FusedBPE(FusedPath):
             self._widest = max(self._widest, st.cap)
         return st
 
+    def prepare_documents(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray) -> dict:
+        """With a normal form: the quick check's verdicts (``suspect``), after documents whose marks
+        are only out of order were put in the form in ``buf`` (:func:`~tokjit.kernels.normal_form.
+        order_marks_in_place`); Python then normalizes only the rest, and nothing is encoded twice."""
+        if not self._order_marks:
+            return {}
+        suspect = np.zeros(doc_ends.shape[0], np.bool_)
+        order_marks_in_place(buf, doc_starts, doc_ends, quick_check_table(self.form), quick_check_yes_bits(self.form),
+                             suspect, np.zeros(4 * MAX_MARK_RUN, np.uint8), np.zeros(MAX_MARK_RUN, np.int64))
+        return {"suspect": suspect}
+
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,
-                    parse_special: bool) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, per-document end offsets into ids) for documents ``buf[doc_starts[i]:doc_ends[i]]``."""
+                    parse_special: bool, suspect: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, per-document end offsets into ids) for documents ``buf[doc_starts[i]:doc_ends[i]]``;
+        ``suspect``, when given, the quick check's verdicts on them (``prepare_documents``)."""
         buf, doc_starts, doc_ends = writable_docs(buf, doc_starts, doc_ends)
         n_docs, longest, total = doc_sizes(doc_starts, doc_ends)
         st = self._thread(longest)
@@ -327,7 +351,7 @@ class FusedBPE(FusedPath):
                 d += 1
         n_written = int(st.io[0])  # before the call below for re-normalized documents reuses st
         if self.form is not None and n_docs:
-            self._normal_form_extra(buf, doc_starts, doc_ends, parse_special, extra)
+            self._normal_form_extra(buf, doc_starts, doc_ends, parse_special, extra, suspect=suspect)
         ids = out_ids[:n_written]
         if extra:
             ids, doc_out_end = self._splice(ids, doc_out_end, extra)

@@ -332,6 +332,12 @@ class FusedPath:
         parts.append(ids[prev:doc_out_end[-1]])
         return np.concatenate(parts).astype(np.int32), np.cumsum(lengths)
 
+    def prepare_documents(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray) -> dict:
+        """Work a family does on a batch's packed text before encoding it (``buf`` is the batch's own
+        copy, which it may rewrite): the keyword arguments its ``encode_docs`` and ``encode_chunks``
+        then take for this batch. None by default."""
+        return {}
+
     def encode_texts(self, texts, parse_special: bool, num_threads: int):
         """(flat ids, offsets of len(texts) + 1) for a list of str, over up to ``num_threads`` threads.
 
@@ -348,8 +354,9 @@ class FusedPath:
         total = int(doc_ends[-1])
         threads = max(1, min(num_threads, n, total // self.min_bytes_per_thread))
         if threads == 1 or self.encode_chunks is not None:
-            ids, ends = (self.encode_docs(buf, doc_starts, doc_ends, parse_special) if threads == 1 else
-                         self.encode_chunks(buf, doc_starts, doc_ends, parse_special, threads))
+            known = self.prepare_documents(buf, doc_starts, doc_ends)
+            ids, ends = (self.encode_docs(buf, doc_starts, doc_ends, parse_special, **known) if threads == 1 else
+                         self.encode_chunks(buf, doc_starts, doc_ends, parse_special, threads, **known))
             offsets[1:] = ends
             return ids, offsets
         cut = np.empty((threads * CHUNKS_PER_THREAD, 4), np.int64)
