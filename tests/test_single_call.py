@@ -271,6 +271,32 @@ def test_encode_to_numpy_normal_form_matches_reference(shared, tmp_path):
     _check_arrays(tok, results)
 
 
+def test_normal_form_quick_check_in_the_builtin(shared, tmp_path, monkeypatch):
+    """With a normal form, the built-in call runs the form's quick check on a str's own code points
+    (one, two or four bytes each): text it passes reaches the kernel without the Python function's
+    check, the rest (marks out of order, decomposed letters, lone surrogates) goes to the Python
+    function, which normalizes it; HF's ids either way, as lists and arrays."""
+    import tokjit.fused.driver as driver
+
+    tok, ref = _variant(tmp_path, normalizer={"type": "NFC"})
+    if getattr(tok.encode, "__self__", None) is None:
+        pytest.skip("this interpreter gets no built-in call")
+    tok.encode("Hi"), tok.encode_to_numpy("Hi")  # the first call arms the built-in
+    checked = []
+    monkeypatch.setattr(driver, "is_normalized", lambda form, text: checked.append(text) or
+                        unicodedata.is_normalized(form, text))
+    passes = ["déjà vu", "\u65e5\u672c\u8a9e\u306e\u6587", "\u0643\u064e\u0651\u062a\u064e\u0628",
+              "emoji \U0001f600 ok", "\u05e9\u05b8\u05c1 x", "Å ligne"]
+    declined = ["\u0643\u0651\u064e\u062a", "cafe\u0301", "e\u0301 \u4e2d", "\u1100\u1161", "a\ud800b",
+                "\U0001f600\u0651\u064e", "\u00e9\u0316\u0301"]
+    for text in passes + declined:
+        expected = ref(text.replace("\ud800", "\ufffd"))  # tokjit's rule for a lone surrogate (HF takes none)
+        for call in (tok.encode, lambda t: tok.encode_to_numpy(t).tolist()):
+            checked.clear()
+            assert call(text) == expected, text
+            assert (checked == []) == (text in passes), (text, checked)
+
+
 def test_session_address_reaches_the_thread_session():
     """A single-text kernel gets its thread's session as an address (``structs.addresses``); rebuilt
     by ``struct_at`` it must be that session, in an uncounted kernel and in a counting one, whose

@@ -26,6 +26,7 @@ from tokjit.kernels.call_result import (IO_MAKES, IO_TABLE, KERNEL_FAILED, NOT_B
                                         RESULT_ARRAY, RESULT_COUNT, RESULT_LIST, SESSION_GIVEN, TEXT_IS_BYTES,
                                         THREAD_WORDS, THREADS_COUNT, THREADS_FIRST, attach,
                                         current_thread_state, entry_point, thread_table)
+from tokjit.kernels.normal_form import quick_check_table, quick_check_yes_bits
 from tokjit.thread_pool import thread_pool
 
 
@@ -136,9 +137,13 @@ class FusedPath:
         state_ref = []
         function = self._encode_function(general, post_process, metrics, as_array, state_ref)
         name = "encode_to_numpy" if as_array else "encode"
-        # the built-in cannot check a normal form: with one, it takes ASCII str only (in every form)
+        # with a normal form, the built-in takes ASCII str (in every form) and str the form's quick
+        # check passes (then in the form)
+        form = self.form
         builtin, state = builtin_encode(function, name, general.__doc__ if general else None, metrics.GATE,
-                                        ascii_only=self.form is not None)
+                                        ascii_only=form is not None,
+                                        quick_check=None if form is None else (quick_check_table(form),
+                                                                               quick_check_yes_bits(form)))
         if state is not None:
             state_ref.append(weakref.ref(state))
         return builtin
@@ -162,9 +167,14 @@ class FusedPath:
                 return general(text, add_special_tokens=add_special_tokens, parse_special=parse_special)
             if form is not None and not (type(text) is str and is_normalized(form, text)):
                 # the kernel has no normalizer: text not already in the tokenizer's normal form (a
-                # quick C scan says) is normalized and encoded by the staged pipeline
-                out = staged(path._encode_staged(utf8_bytes(text), parse_special))
-                return post_process(out) if add_special_tokens else out
+                # quick C scan says) is normalized here when no added token makes that differ from
+                # the staged pipeline (_kernel_text), else encoded by the staged pipeline
+                data = utf8_bytes(text)
+                norm = path._kernel_text(data, parse_special) if type(text) is str else None
+                if norm is None or norm is data:
+                    out = staged(path._encode_staged(data, parse_special))
+                    return post_process(out) if add_special_tokens else out
+                text = norm.decode("utf-8")
             if entry is None:
                 # kind before entry: a thread that finds entry set must find kind set too
                 found = text_kernel_entry(path.text_kernel)
