@@ -31,6 +31,8 @@ CORPORA = {
     "code": "code.txt",
     "chinese": "multilingual/chinese.txt",
     "russian": "multilingual/russian.txt",
+    "japanese": "multilingual/japanese.txt",
+    "arabic": "multilingual/arabic.txt",
 }
 
 

@@ -58,6 +58,56 @@ class EncodeBatch:
         self.tok.encode_batch_numpy(self.lines, num_threads=threads)
 
 
+def _normal_form_tokenizer():
+    """The NFC tokenizer of the comparison (``_engines.build_qwen_nfc``), warmed."""
+    import tokjit
+
+    from ._engines import build_qwen_nfc
+
+    try:
+        path = build_qwen_nfc()
+    except FileNotFoundError as exc:
+        raise NotImplementedError(f"shared data not found: {exc}") from exc
+    tok = tokjit.load(str(path))
+    warm(tok)
+    return tok
+
+
+class EncodeNormalForm:
+    """A tokenizer whose normalizer is NFC (Qwen-style: Llama 3's vocabulary and merges, Qwen 2's split
+    pattern) on about 128 KB of lines as a batch, 1 and 2 threads. The Arabic lines include marks out
+    of canonical order (4% of the bytes), which a batch puts in NFC in place before its kernels."""
+
+    params = (["arabic", "japanese"], [1, 2])
+    param_names = ["corpus", "threads"]
+    timeout = 120
+
+    def setup(self, corpus, threads):
+        self.tok = _normal_form_tokenizer()
+        self.lines = lines(corpus, 128_000)
+
+    def time_encode_batch_numpy(self, corpus, threads):
+        self.tok.encode_batch_numpy(self.lines, num_threads=threads)
+
+
+class EncodeNormalFormPerLine:
+    """The same lines, one ``encode_to_numpy`` call each: the built-in call runs the form's quick check
+    and the kernel; a line that fails it is normalized in Python first."""
+
+    params = [["arabic", "japanese"]]
+    param_names = ["corpus"]
+    timeout = 120
+
+    def setup(self, corpus):
+        self.tok = _normal_form_tokenizer()
+        self.lines = lines(corpus, 128_000)
+
+    def time_encode_per_line(self, corpus):
+        encode = self.tok.encode_to_numpy
+        for line in self.lines:
+            encode(line)
+
+
 class Decode:
     params = [FAMILY_NAMES]
     param_names = ["family"]
