@@ -38,6 +38,28 @@ def test_layout_is_learned_on_cpython():
     assert driver.str_layout() is not None  # else every batch silently takes str.encode
 
 
+def test_layout_holds_after_a_singletons_utf8_was_asked_for():
+    """``sys.getsizeof`` counts a str's cached UTF-8 copy. Learning the data offset from the
+    one-character singleton "\xe9" read it 3 bytes too far once C code had asked for that str's
+    UTF-8 (seen after other tests ran): the packer's check then failed (every batch took
+    ``str.encode``) and the built-in call's normal-form quick check read the wrong code points."""
+    if sys.implementation.name != "cpython" or getattr(sys, "_is_gil_enabled", lambda: True)() is False:
+        pytest.skip("the packer reads CPython's (GIL) str layout only")
+    import ctypes
+
+    as_utf8 = ctypes.pythonapi.PyUnicode_AsUTF8
+    as_utf8.restype = ctypes.c_char_p
+    as_utf8.argtypes = [ctypes.py_object]
+    singleton = "".join(["\xe9"])  # CPython's cached one-character str
+    assert as_utf8(singleton) == "\xe9".encode()  # now it carries its UTF-8 copy
+    layout = pystr.str_layout()
+    assert layout is not None and pystr.fast_pack_ok(layout)
+    for text in ("".join(["\xe9", "t\xe9"]), "".join(["\u20ac", "\u4e2d"]), "".join(["\U0001f600", "x"])):
+        kind = 1 if max(map(ord, text)) < 0x100 else 2 if max(map(ord, text)) < 0x10000 else 4
+        raw = ctypes.string_at(id(text) + int(layout[pystr.L_DATA]), kind * len(text))
+        assert raw == text.encode({1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind])
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_random_lists_match_str_encode(seed):
     rng = random.Random(seed)

@@ -239,7 +239,12 @@ def str_layout() -> np.ndarray | None:
     layout[L_LENGTH] = 2 * word  # refcount, type, then the length
     layout[L_STATE] = 4 * word  # ... the hash, then the state bits
     layout[L_ASCII_DATA] = sys.getsizeof("") - 1  # header and the terminating NUL
-    layout[L_DATA] = sys.getsizeof("\xe9") - 2  # header, one code point and the NUL
+    # a str made here: sys.getsizeof counts a str's cached UTF-8 copy, which the one-character
+    # singleton "\xe9" carries once any C code asked for its UTF-8 (the offset then read 3 too far)
+    two = "".join(["\xe9", "\xff"])
+    layout[L_DATA] = sys.getsizeof(two) - 3  # header, two code points and the NUL
+    if ctypes.string_at(id(two) + int(layout[L_DATA]), 2) != b"\xe9\xff":
+        return None
     # strings made at run time (constants may be interned, which sets other bits of the state)
     samples = {1: "".join(["\xe9", "t\xe9"]), 2: "".join(["\u20ac", "\u4e2d"]), 4: "".join(["\U0001f600", "x"])}
     states = {k: _read_state(s, int(layout[L_STATE])) for k, s in samples.items()}
