@@ -143,11 +143,7 @@ class FusedBPE(FusedPath):
         # indexed by parse_special
         self.pipes = (structs.make_bpe_pipe(structs.make_trie(tok._match_plain), rx, vocab),
                       structs.make_bpe_pipe(structs.make_trie(tok._match_all), rx, vocab))
-        # a batch's text whose marks are only out of order is put in the form before encoding
-        # (prepare_documents), unless an added token holds a mark: HF matches added tokens in the
-        # text before normalizing it, and such a token could match there and not in the form
-        self._order_marks = form is not None and not any(
-            quick_check_table(form)[[ord(c) for c in t.content]].any() for t in tok.spec.added_tokens)
+        self._order_marks = None if form is not None else False  # prepare_documents decides, once
         self._local = threading.local()
         self._states = 0  # threads that have made their buffers
         self._widest = 0  # the largest capacity of any thread's buffers (helpers grow to it)
@@ -319,6 +315,12 @@ class FusedBPE(FusedPath):
         """With a normal form: the quick check's verdicts (``suspect``), after documents whose marks
         are only out of order were put in the form in ``buf`` (:func:`~tokjit.kernels.normal_form.
         order_marks_in_place`); Python then normalizes only the rest, and nothing is encoded twice."""
+        if self._order_marks is None:
+            # the form's table is built here, at the first batch, not at load (~0.2 s). Not done when
+            # an added token holds a mark: HF matches added tokens in the text before normalizing
+            # it, and such a token could match there and not in the form
+            self._order_marks = not any(quick_check_table(self.form)[[ord(c) for c in t.content]].any()
+                                        for t in self.tok.spec.added_tokens)
         if not self._order_marks:
             return {}
         suspect = np.zeros(doc_ends.shape[0], np.bool_)

@@ -63,14 +63,13 @@ _new_function.restype = ctypes.py_object
 _new_function.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.py_object]
 
 
-def builtin_encode(general, name: str, doc: str | None, gate: np.ndarray, ascii_only: bool = False,
-                   quick_check: tuple[np.ndarray, np.ndarray] | None = None):
+def builtin_encode(general, name: str, doc: str | None, gate: np.ndarray, ascii_only: bool = False):
     """(the built-in, its state) over ``general`` (the Python ``encode(text, *, add_special_tokens,
     parse_special)``); (``general``, None) where the interpreter does not allow one. ``gate`` (int64,
     kept alive by the caller's module) sends every call to ``general`` while nonzero; with
     ``ascii_only`` (a tokenizer whose kernel needs text in a Unicode normal form: ASCII is in every
-    form), every text but an ASCII str too, or with ``quick_check`` (the form's table and yes bits,
-    :mod:`tokjit.kernels.normal_form`) every text but a str that passes the quick check."""
+    form), every text but an ASCII str too, until :func:`arm_quick_check` lets it take a str that
+    passes the form's quick check."""
     layout = pystr.str_layout() if ascii_only else None
     if not _ready() or (ascii_only and layout is None):
         return general, None
@@ -90,20 +89,25 @@ def builtin_encode(general, name: str, doc: str | None, gate: np.ndarray, ascii_
         state[k.CALL_STR_TYPE] = id(str)
         state[k.CALL_STR_STATE] = layout[pystr.L_STATE]
         state[k.CALL_STR_ASCII_BIT] = layout[pystr.L_ASCII_BIT]
-        if quick_check is not None:
-            table, yes_bits = quick_check
-            state[k.CALL_STR_COMPACT_BIT] = layout[pystr.L_COMPACT_BIT]
-            state[k.CALL_STR_KIND_SHIFT] = layout[pystr.L_KIND_SHIFT]
-            state[k.CALL_STR_LENGTH] = layout[pystr.L_LENGTH]
-            state[k.CALL_STR_DATA] = layout[pystr.L_DATA]
-            state[k.CALL_QC_YES] = yes_bits.ctypes.data
-            state[k.CALL_QC_TABLE] = table.ctypes.data  # last: a nonzero table means the rest is set
+        state[k.CALL_STR_COMPACT_BIT] = layout[pystr.L_COMPACT_BIT]
+        state[k.CALL_STR_KIND_SHIFT] = layout[pystr.L_KIND_SHIFT]
+        state[k.CALL_STR_LENGTH] = layout[pystr.L_LENGTH]
+        state[k.CALL_STR_DATA] = layout[pystr.L_DATA]
     text_signature = f"{name}($self, text, *, add_special_tokens=False, parse_special=False)\n--\n\n"
     state.name = name.encode()
     state.doc = (text_signature + (doc or "")).encode()
     state.method = _MethodDef(state.name, encode_call.address, METH_FASTCALL | METH_KEYWORDS, state.doc)
-    state.keep = (general, gate, keyword, encode_call, quick_check)
+    state.keep = (general, gate, keyword, encode_call)
     return _new_function(ctypes.addressof(state.method), state, None), state
+
+
+def arm_quick_check(state: CallState, table: np.ndarray, yes_bits: np.ndarray) -> None:
+    """Let an ``ascii_only`` built-in take a str that passes the quick check over ``table`` and
+    ``yes_bits`` (:mod:`tokjit.kernels.normal_form`), kept alive by the state. The table is written
+    last: a call that reads it finds the yes bits."""
+    state.quick_check = (table, yes_bits)
+    state[k.CALL_QC_YES] = yes_bits.ctypes.data
+    state[k.CALL_QC_TABLE] = table.ctypes.data
 
 
 def arm(state: CallState, kernel_address: int, first: int, kind: int) -> None:

@@ -19,7 +19,7 @@ from unicodedata import is_normalized
 import numpy as np
 
 from tokjit.errors import KernelError
-from tokjit.fused.call_object import arm, builtin_encode
+from tokjit.fused.call_object import arm, arm_quick_check, builtin_encode
 from tokjit.fused.threads import list_items_offset, str_layout, utf8_bytes
 from tokjit.kernels import fused, pylist, pystr
 from tokjit.kernels.call_result import (IO_MAKES, IO_TABLE, KERNEL_FAILED, NOT_BUILT, NOT_TEXT, PARSE_SPECIAL, RAW,
@@ -137,13 +137,10 @@ class FusedPath:
         state_ref = []
         function = self._encode_function(general, post_process, metrics, as_array, state_ref)
         name = "encode_to_numpy" if as_array else "encode"
-        # with a normal form, the built-in takes ASCII str (in every form) and str the form's quick
-        # check passes (then in the form)
-        form = self.form
+        # the built-in cannot check a normal form until armed: with one, it takes ASCII str only (in
+        # every form), then, after the first str that is not ASCII, str the form's quick check passes
         builtin, state = builtin_encode(function, name, general.__doc__ if general else None, metrics.GATE,
-                                        ascii_only=form is not None,
-                                        quick_check=None if form is None else (quick_check_table(form),
-                                                                               quick_check_yes_bits(form)))
+                                        ascii_only=self.form is not None)
         if state is not None:
             state_ref.append(weakref.ref(state))
         return builtin
@@ -161,10 +158,18 @@ class FusedPath:
         first = self.thread_table().ctypes.data  # the table is kept alive by the path
         entry = kind = None  # the kernel's entry point and result kind, found at the first call
 
+        quick_check_armed = form is None  # the built-in's quick check, armed at the first str not ASCII
+
         def encode(text: str, *, add_special_tokens: bool = False, parse_special: bool = False):
-            nonlocal entry, kind
+            nonlocal entry, kind, quick_check_armed
             if metrics is not None and metrics.ACTIVE is not None:
                 return general(text, add_special_tokens=add_special_tokens, parse_special=parse_special)
+            if not quick_check_armed and type(text) is str and not text.isascii():
+                # the form's table is built now (~0.2 s, once a process), not at load
+                quick_check_armed = True
+                state = state_ref[0]() if state_ref else None
+                if state is not None:
+                    arm_quick_check(state, quick_check_table(form), quick_check_yes_bits(form))
             if form is not None and not (type(text) is str and is_normalized(form, text)):
                 # the kernel has no normalizer: text not already in the tokenizer's normal form (a
                 # quick C scan says) is normalized here when no added token makes that differ from
@@ -172,7 +177,9 @@ class FusedPath:
                 data = utf8_bytes(text)
                 norm = path._kernel_text(data, parse_special) if type(text) is str else None
                 if norm is None or norm is data:
-                    out = staged(path._encode_staged(data, parse_special))
+                    # the staged pipeline itself: the family's _encode_staged would normalize again
+                    out = staged(FusedPath._encode_staged(path, data, parse_special) if type(text) is str
+                                 else path._encode_staged(data, parse_special))
                     return post_process(out) if add_special_tokens else out
                 text = norm.decode("utf-8")
             if entry is None:

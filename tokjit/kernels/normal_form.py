@@ -28,6 +28,7 @@ import numpy as np
 from numba import njit
 
 from tokjit.kernels.memops import load_word
+from tokjit.kernels.utf8 import decode_bmp
 
 NOT_YES = 255  # combining classes stop at 240
 _HIGH_BITS = np.uint64(0x8080808080808080)
@@ -107,22 +108,11 @@ def _quick_check(buf, p, end, table, yes_bits):
             while p + 8 <= end and (load_word(buf, p, 8) & _HIGH_BITS) == 0:
                 p += 8
             continue
-        if 0xE0 <= b0 < 0xF0 and p + 3 <= end:
-            b1 = np.int64(buf[p + 1])
-            b2 = np.int64(buf[p + 2])
-            cp = ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)
-            # well-formed, not overlong (surrogates have no yes bit)
-            if (b1 & 0xC0) == 0x80 and (b2 & 0xC0) == 0x80 and cp >= 0x800 and _yes_bit(yes_bits, cp):
-                last = 0
-                p += 3
-                continue
-        elif 0xC2 <= b0 < 0xE0 and p + 2 <= end:
-            b1 = np.int64(buf[p + 1])
-            cp = ((b0 & 0x1F) << 6) | (b1 & 0x3F)
-            if (b1 & 0xC0) == 0x80 and _yes_bit(yes_bits, cp):
-                last = 0
-                p += 2
-                continue
+        cp, n = decode_bmp(buf, p, end)  # a well-formed 2- or 3-byte character, else -1
+        if cp >= 0 and _yes_bit(yes_bits, cp):
+            last = 0
+            p += n
+            continue
         cp, n = _decode(buf, p, end)
         if cp < 0:
             return FAILS
