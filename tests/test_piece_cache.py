@@ -126,3 +126,13 @@ def test_rows_are_line_aligned_and_homes_even():
     rows = pc.line_aligned_rows(1 << 10)
     homes = {pc.home_row(rows, np.int64(h)) for h in range(-5000, 5000, 7)}
     assert all(h % 2 == 0 and 0 <= h < rows.shape[0] for h in homes) and len(homes) > 400
+
+
+def test_large_rows_start_a_huge_page():
+    """A cache of 4 MB or more starts a 2 MB boundary, so every 2 MB of it can be one huge page (an
+    unaligned 16 MB cache kept its first and last extents on 4 KB pages), and its rows are zeros."""
+    n_rows = (4 << 20) // (pc.ROW * 8)
+    rows = pc.line_aligned_rows(n_rows)
+    assert rows.ctypes.data % pc.HUGE_PAGE == 0 and rows.shape == (n_rows, pc.ROW) and not rows.any()
+    like = np.arange(n_rows * pc.ROW, dtype=np.int64).reshape(n_rows, pc.ROW)
+    assert np.array_equal(pc.line_aligned_rows(n_rows, like), like)

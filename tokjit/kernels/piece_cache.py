@@ -64,15 +64,21 @@ SEED_LOAD = 0.4
 
 
 LINE_BYTES = 64
+HUGE_PAGE = 2 << 20
 
 
 def line_aligned_rows(n_rows: int, like: np.ndarray | None = None) -> np.ndarray:
     """int64[n_rows, ROW] whose first row starts a cache line (zeros, or a copy of ``like``). numpy
     aligns large arrays to 16 bytes only: every other 32-byte row then straddled two lines, and a
-    lookup read its meta word from the line after the one its prefetch had asked for."""
-    raw = np.zeros(n_rows * ROW * 8 + LINE_BYTES, np.uint8)
-    skip = (-raw.ctypes.data) % LINE_BYTES
-    rows = raw[skip: skip + n_rows * ROW * 8].view(np.int64).reshape(n_rows, ROW)
+    lookup read its meta word from the line after the one its prefetch had asked for. Rows of 4 MB
+    or more start a 2 MB page: numpy asks the kernel for huge pages on large arrays, but only whole
+    aligned 2 MB extents get one, so an unaligned 16 MB cache kept ~2 MB on 4 KB pages, whose TLB
+    misses (page walks from memory after the CPU caches were flushed) fell on 1 lookup in 8."""
+    n_bytes = n_rows * ROW * 8
+    align = HUGE_PAGE if n_bytes >= 2 * HUGE_PAGE else LINE_BYTES
+    raw = np.zeros(n_bytes + align, np.uint8)
+    skip = (-raw.ctypes.data) % align
+    rows = raw[skip: skip + n_bytes].view(np.int64).reshape(n_rows, ROW)
     if like is not None:
         rows[:] = like
     return rows
