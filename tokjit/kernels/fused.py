@@ -13,7 +13,7 @@ from numba import njit
 
 from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels.atomics import CLAIMED, FINISHED, N_CHUNKS, fetch_add, wait_for
-from tokjit.kernels.split import SPLIT_ISOLATED, apply_split_behavior
+from tokjit.kernels.split import SPLIT_ISOLATED, SPLIT_REMOVED, apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, NOT_TILED, SHAPE_VM, split_known
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable_key
@@ -254,6 +254,9 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     unreachable_bits, seg_ids, seg_ranks = borrow(v, "unreachable_bits"), borrow(bs, "id"), borrow(bs, "rank")
     pair_cache = borrow(c, "pairs")
     isolated = np.int64(1) if behavior == SPLIT_ISOLATED and not invert else np.int64(0)
+    # tiktoken's way, as a split: the matches are the pieces and what no alternative matches is dropped
+    # (HF's Removed with invert), so the scanner's matches are the pieces whether they tile or not
+    matches_only = behavior == SPLIT_REMOVED and invert
     # a segment is never looked up whole: "the piece is a token" is a rule about the whole piece
     segment_scalars = (flags & ~FLAG_WHOLE_PIECE_FIRST, unk_id, max_len)
     rx_params[0] = 0
@@ -277,9 +280,10 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             seg_end = at_starts[a] if a < n_added else de
             if seg_end > pos:
                 n_p = NOT_TILED
-                if shape != SHAPE_VM and isolated != 0:
-                    # matches that cover the segment are its pieces under Isolated: the scanner writes
-                    # them where the pieces go (no copy through apply_split_behavior: +9% on cached English)
+                if shape != SHAPE_VM and (isolated != 0 or matches_only):
+                    # matches that cover the segment are its pieces under Isolated, and all matches are
+                    # under matches_only: the scanner writes them where the pieces go (no copy through
+                    # apply_split_behavior: +9% on cached English)
                     n_p = split_known(shape, shape_flags, max_digits, rx_roles, buf, pos, seg_end, piece_starts,
                                       piece_ends, isolated)
                 if n_p < 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from numba import njit
 
+SPLIT_REMOVED = 0  # HF's SplitDelimiterBehavior::Removed: the gaps between matches (the matches, inverted)
 SPLIT_ISOLATED = 1  # HF's SplitDelimiterBehavior::Isolated: matches and the gaps between them, each a piece
 
 
@@ -38,7 +39,7 @@ def apply_split_behavior(seg_start, seg_end, m_starts, m_ends, n_matches, behavi
         pos = e
         if invert:
             is_match = not is_match
-        if behavior == 0:  # Removed
+        if behavior == SPLIT_REMOVED:
             if not is_match:
                 out_starts[n_out] = s
                 out_ends[n_out] = e
