@@ -10,7 +10,9 @@ import functools
 
 import pytest
 
-from conftest import SHARED, gguf_vectors
+import numpy as np
+
+from conftest import SHARED, corpus_lines, gguf_vectors
 
 import tokjit
 
@@ -78,3 +80,32 @@ def test_llamacpp_vectors_interleaved(shared):
             if i < len(vectors[n]):
                 text, expected = vectors[n][i]
                 assert _ids(_load(n).encode(text)) == expected, (n, i, text[:80])
+
+
+@pytest.mark.parametrize("name", [n for n in VOCABS if n not in KNOWN_FAILURES])
+def test_llamacpp_vectors_batched(shared, name):
+    """The vectors through the batch APIs (list and flat, two threads), which run other code than a
+    single call: a fused kernel over chunks claimed by each thread, or the staged pipeline per text."""
+    vectors = gguf_vectors(shared / "data" / "gguf" / f"ggml-vocab-{name}.gguf")
+    texts = [t for t, _ in vectors]
+    expected = [ids for _, ids in vectors]
+    tok = _load(name)
+    assert [_ids(x) for x in tok.encode_batch(texts, num_threads=2)] == expected
+    flat, offsets = tok.encode_batch_numpy(texts * 3, num_threads=2)
+    assert [_ids(flat[offsets[i]:offsets[i + 1]]) for i in range(len(texts))] == expected
+
+
+@pytest.mark.parametrize("name", ["gpt-2", "llama-bpe"])
+def test_llamacpp_splitter_fused(shared, name):
+    """A GGUF vocabulary whose pre type is llama.cpp's hand-written GPT-2 or Llama 3 splitter alone
+    runs the fused byte-level BPE kernel (the splitter inside it), and gives the staged pipeline's ids,
+    which the vectors above hold to llama.cpp's, on every corpus (every 40th line), single calls and
+    batches, with special-token text parsed and not."""
+    tok = _load(name)
+    assert type(tok._fused).__name__ == "FusedBPE"
+    texts = corpus_lines(step=40)
+    for parse_special in (False, True):
+        staged = [tok._encode_staged(np.frombuffer(t.encode("utf-8", "surrogatepass"), np.uint8), parse_special,
+                                     False)[0].tolist() for t in texts]
+        assert [tok.encode(t, parse_special=parse_special) for t in texts] == staged
+        assert tok.encode_batch(texts, num_threads=2, parse_special=parse_special) == staged

@@ -19,13 +19,15 @@ from tokjit.kernels import fused, structs
 from tokjit.kernels.atomics import COUNTERS, N_CHUNKS
 from tokjit.kernels.normal_form import (MAX_MARK_RUN, normal_form_suspects, order_marks_in_place, quick_check_table,
                                        quick_check_yes_bits)
-from tokjit.kernels.split_known import SHAPE_VM
+from tokjit.kernels.split_known import SHAPE_LLAMACPP, SHAPE_VM
 from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, byte_documents, doc_sizes
 from tokjit.fused.threads import result_io, writable_docs
 from tokjit.thread_pool import thread_pool
 from tokjit.models.bpe import BPEModel, Workspace
+from tokjit.pipeline.llamacpp import LlamaCppRegexSplit, cpt_flags
 from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
+from tokjit.regex.compiled import CompiledRegex
 
 def _split_regex(pre) -> tuple[object, int, bool] | None:
     """(compiled regex, behaviour, invert) when ``pre`` is a single regex split."""
@@ -48,9 +50,18 @@ def _split_regex(pre) -> tuple[object, int, bool] | None:
     return None
 
 
+def _llamacpp_splitter(pre) -> int | None:
+    """The kind of llama.cpp's hand-written splitter (GPT-2 0, Llama 3 1) when ``pre`` is a GGUF
+    pre-tokenizer of that one step (pre types gpt-2, llama-bpe and the like), else ``None``."""
+    if isinstance(pre, LlamaCppRegexSplit) and len(pre.steps) == 1 and pre.steps[0][0] == "custom":
+        return int(pre.steps[0][1])
+    return None
+
+
 def bpe_fused_path_for(tok) -> "FusedBPE | None":
     """The fused path of a byte-level BPE pipeline: no normalizer or one Unicode normal form, one
-    regex split, no added-token flags; ``None`` for anything else."""
+    regex split or llama.cpp's GPT-2 / Llama 3 splitter, no added-token flags; ``None`` for anything
+    else."""
     if not isinstance(tok.model, BPEModel):
         return None
     form = None
@@ -59,10 +70,13 @@ def bpe_fused_path_for(tok) -> "FusedBPE | None":
         if form is None or not (tok._match_all_norm.empty and tok._match_plain_norm.empty):
             return None
     split = _split_regex(tok.pre_tokenizer)
-    if split is None:
+    kind = _llamacpp_splitter(tok.pre_tokenizer) if split is None else None
+    if split is None and kind is None:
         return None
     if tok._match_all.has_flags or tok._match_plain.has_flags:
         return None
+    if kind is not None:
+        return FusedBPE(tok, None, BEHAVIORS["Isolated"], False, form, llamacpp_kind=kind)
     return FusedBPE(tok, *split, form)
 
 
@@ -132,14 +146,22 @@ class FusedBPE(FusedPath):
     segment between added tokens as HF does; in a batch, text whose only fault is the order of its
     marks is put in the form in place first (``prepare_documents``)."""
 
-    def __init__(self, tok, regex, behavior: int, invert: bool, form: str | None = None):
+    def __init__(self, tok, regex, behavior: int, invert: bool, form: str | None = None,
+                 llamacpp_kind: int | None = None):
         self.tok = tok
         self.form = form  # checked by the driver's single-text call (FusedPath._encode_function)
         self.model: BPEModel = tok.model
         vocab = self.model.kernel_vocab()
-        known = recognize(regex.program)
+        if llamacpp_kind is not None:
+            # llama.cpp's splitter instead of a regex: the kernel reads its kind and code point flags
+            # where a scanned pattern keeps its flags and roles (the program is a placeholder)
+            known = (SHAPE_LLAMACPP, llamacpp_kind, 0, cpt_flags())
+            program = CompiledRegex(".", syntax="python").program
+        else:
+            known = recognize(regex.program)
+            program = regex.program
         self.shape = known[0] if known is not None else SHAPE_VM
-        rx = structs.make_regex(regex.program, behavior, invert, known)
+        rx = structs.make_regex(program, behavior, invert, known)
         # indexed by parse_special
         self.pipes = (structs.make_bpe_pipe(structs.make_trie(tok._match_plain), rx, vocab),
                       structs.make_bpe_pipe(structs.make_trie(tok._match_all), rx, vocab))

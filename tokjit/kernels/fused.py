@@ -15,7 +15,8 @@ from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels.atomics import CLAIMED, FINISHED, N_CHUNKS, fetch_add, wait_for
 from tokjit.kernels.split import SPLIT_ISOLATED, SPLIT_REMOVED, apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
-from tokjit.kernels.split_known import DEFER, NOT_TILED, SHAPE_VM, split_known
+from tokjit.kernels.split_known import DEFER, NOT_TILED, SHAPE_LLAMACPP, SHAPE_VM, split_known
+from tokjit.kernels.llamacpp_split import custom_split
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable_key
 from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
                                         release_gil, retake_gil, text_utf8, thread_session)
@@ -280,7 +281,14 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             seg_end = at_starts[a] if a < n_added else de
             if seg_end > pos:
                 n_p = NOT_TILED
-                if shape != SHAPE_VM and (isolated != 0 or matches_only):
+                if shape == SHAPE_LLAMACPP:
+                    # llama.cpp's hand-written splitter (kind: shape_flags; code point flags: rx_roles):
+                    # its pieces tile the segment; the span arrays BPE uses later are its scratch now
+                    match_starts[0] = pos
+                    match_ends[0] = seg_end
+                    n_p = custom_split(buf, match_starts, match_ends, np.int64(1), rx_roles, shape_flags, tok_starts,
+                                       tok_ends, piece_starts, piece_ends)
+                elif shape != SHAPE_VM and (isolated != 0 or matches_only):
                     # matches that cover the segment are its pieces under Isolated, and all matches are
                     # under matches_only: the scanner writes them where the pieces go (no copy through
                     # apply_split_behavior: +9% on cached English)

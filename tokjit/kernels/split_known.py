@@ -31,6 +31,9 @@ from tokjit.kernels.utf8 import decode_at
 SHAPE_VM = 0
 SHAPE_WORDS = 1
 SHAPE_CASED = 2
+# not a pattern this module scans: llama.cpp's hand-written GPT-2 / Llama 3 splitter (kernels.llamacpp_split),
+# its kind in the regex's shape flags and its code point flags in place of the roles
+SHAPE_LLAMACPP = 3
 
 # roles[cp] bits
 ROLE_LETTER = 1  # \p{L}
