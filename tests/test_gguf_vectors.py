@@ -95,12 +95,13 @@ def test_llamacpp_vectors_batched(shared, name):
     assert [_ids(flat[offsets[i]:offsets[i + 1]]) for i in range(len(texts))] == expected
 
 
-@pytest.mark.parametrize("name", ["gpt-2", "llama-bpe"])
-def test_llamacpp_splitter_fused(shared, name):
-    """A GGUF vocabulary whose pre type is llama.cpp's hand-written GPT-2 or Llama 3 splitter alone
-    runs the fused byte-level BPE kernel (the splitter inside it), and gives the staged pipeline's ids,
-    which the vectors above hold to llama.cpp's, on every corpus (every 40th line), single calls and
-    batches, with special-token text parsed and not."""
+@pytest.mark.parametrize("name", ["gpt-2", "llama-bpe", "qwen2", "command-r", "starcoder", "refact"])
+def test_llamacpp_steps_fused(shared, name):
+    """A GGUF byte-level vocabulary whose pre type is llama.cpp's hand-written GPT-2 or Llama 3 splitter,
+    a std::regex pattern on llama.cpp's view of the text, or that pattern then that splitter, runs the
+    fused byte-level BPE kernel (those steps inside it), and gives the staged pipeline's ids, which the
+    vectors above hold to llama.cpp's, on every corpus (every 40th line), single calls and batches,
+    with special-token text parsed and not."""
     tok = _load(name)
     assert type(tok._fused).__name__ == "FusedBPE"
     texts = corpus_lines(step=40)

@@ -19,6 +19,7 @@ from tokjit.kernels import fused, structs
 from tokjit.kernels.atomics import COUNTERS, N_CHUNKS
 from tokjit.kernels.normal_form import (MAX_MARK_RUN, normal_form_suspects, order_marks_in_place, quick_check_table,
                                        quick_check_yes_bits)
+from tokjit.kernels.llamacpp_split import STEP_CUSTOM, STEP_CUSTOM_LLAMA3, STEP_VIEW_COLLAPSE, STEP_VIEW_REGEX
 from tokjit.kernels.split_known import SHAPE_LLAMACPP, SHAPE_VM
 from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, byte_documents, doc_sizes
@@ -50,12 +51,27 @@ def _split_regex(pre) -> tuple[object, int, bool] | None:
     return None
 
 
-def _llamacpp_splitter(pre) -> int | None:
-    """The kind of llama.cpp's hand-written splitter (GPT-2 0, Llama 3 1) when ``pre`` is a GGUF
-    pre-tokenizer of that one step (pre types gpt-2, llama-bpe and the like), else ``None``."""
-    if isinstance(pre, LlamaCppRegexSplit) and len(pre.steps) == 1 and pre.steps[0][0] == "custom":
-        return int(pre.steps[0][1])
-    return None
+def _llamacpp_steps(pre) -> tuple[int, object] | None:
+    """(step bits, compiled regex or None) when ``pre`` is a GGUF pre-tokenizer the fused kernel runs
+    itself (:mod:`tokjit.kernels.llamacpp_split`): llama.cpp's hand-written GPT-2 or Llama 3 splitter,
+    a std::regex pattern our engine compiles on the view of the text, or that pattern then that
+    splitter (pre types gpt-2, llama-bpe, qwen2, starcoder and the like); else ``None``."""
+    if not isinstance(pre, LlamaCppRegexSplit) or not 1 <= len(pre.steps) <= 2:
+        return None
+    steps = list(pre.steps)
+    bits, compiled = 0, None
+    if steps[0][0] == "regex":
+        view_regex = steps.pop(0)[1]
+        if view_regex.compiled is None:
+            return None
+        compiled = view_regex.compiled
+        bits |= STEP_VIEW_REGEX | (STEP_VIEW_COLLAPSE if view_regex.collapse else 0)
+    if steps:
+        kind, arg = steps.pop(0)
+        if kind != "custom" or steps:
+            return None
+        bits |= STEP_CUSTOM | (STEP_CUSTOM_LLAMA3 if arg == 1 else 0)
+    return bits, compiled
 
 
 def bpe_fused_path_for(tok) -> "FusedBPE | None":
@@ -70,13 +86,13 @@ def bpe_fused_path_for(tok) -> "FusedBPE | None":
         if form is None or not (tok._match_all_norm.empty and tok._match_plain_norm.empty):
             return None
     split = _split_regex(tok.pre_tokenizer)
-    kind = _llamacpp_splitter(tok.pre_tokenizer) if split is None else None
-    if split is None and kind is None:
+    steps = _llamacpp_steps(tok.pre_tokenizer) if split is None else None
+    if split is None and steps is None:
         return None
     if tok._match_all.has_flags or tok._match_plain.has_flags:
         return None
-    if kind is not None:
-        return FusedBPE(tok, None, BEHAVIORS["Isolated"], False, form, llamacpp_kind=kind)
+    if steps is not None:
+        return FusedBPE(tok, steps[1], BEHAVIORS["Isolated"], False, form, llamacpp_steps=steps[0])
     return FusedBPE(tok, *split, form)
 
 
@@ -147,16 +163,16 @@ class FusedBPE(FusedPath):
     marks is put in the form in place first (``prepare_documents``)."""
 
     def __init__(self, tok, regex, behavior: int, invert: bool, form: str | None = None,
-                 llamacpp_kind: int | None = None):
+                 llamacpp_steps: int | None = None):
         self.tok = tok
         self.form = form  # checked by the driver's single-text call (FusedPath._encode_function)
         self.model: BPEModel = tok.model
         vocab = self.model.kernel_vocab()
-        if llamacpp_kind is not None:
-            # llama.cpp's splitter instead of a regex: the kernel reads its kind and code point flags
-            # where a scanned pattern keeps its flags and roles (the program is a placeholder)
-            known = (SHAPE_LLAMACPP, llamacpp_kind, 0, cpt_flags())
-            program = CompiledRegex(".", syntax="python").program
+        if llamacpp_steps is not None:
+            # llama.cpp's steps: the kernel reads them and the code point flags where a scanned pattern
+            # keeps its flags and roles; the program is the view's pattern (a placeholder without one)
+            known = (SHAPE_LLAMACPP, llamacpp_steps, 0, cpt_flags())
+            program = (regex if regex is not None else CompiledRegex(".", syntax="python")).program
         else:
             known = recognize(regex.program)
             program = regex.program

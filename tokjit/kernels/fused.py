@@ -16,7 +16,8 @@ from tokjit.kernels.atomics import CLAIMED, FINISHED, N_CHUNKS, fetch_add, wait_
 from tokjit.kernels.split import SPLIT_ISOLATED, SPLIT_REMOVED, apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split_known import DEFER, NOT_TILED, SHAPE_LLAMACPP, SHAPE_VM, split_known
-from tokjit.kernels.llamacpp_split import custom_split
+from tokjit.kernels.llamacpp_split import (STEP_CUSTOM, STEP_CUSTOM_LLAMA3, STEP_VIEW_COLLAPSE, STEP_VIEW_REGEX,
+                                           build_view, custom_split, isolate_view_matches)
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable_key
 from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
                                         release_gil, retake_gil, text_utf8, thread_session)
@@ -282,12 +283,38 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             if seg_end > pos:
                 n_p = NOT_TILED
                 if shape == SHAPE_LLAMACPP:
-                    # llama.cpp's hand-written splitter (kind: shape_flags; code point flags: rx_roles):
-                    # its pieces tile the segment; the span arrays BPE uses later are its scratch now
+                    # llama.cpp's steps (kernels.llamacpp_split; code point flags: rx_roles): the span
+                    # arrays the piece loop uses later are their scratch; their pieces tile the segment
                     match_starts[0] = pos
                     match_ends[0] = seg_end
-                    n_p = custom_split(buf, match_starts, match_ends, np.int64(1), rx_roles, shape_flags, tok_starts,
-                                       tok_ends, piece_starts, piece_ends)
+                    n_p = 1
+                    if (shape_flags & STEP_VIEW_REGEX) != 0:
+                        # the view (match_ends' bytes; tok_* map offsets both ways), the matches on it
+                        # (match_starts, in halves), the matches and gaps as pieces
+                        view = match_ends.view(np.uint8)
+                        n_view = build_view(buf[pos:seg_end], seg_end - pos, rx_roles,
+                                            (shape_flags & STEP_VIEW_COLLAPSE) != 0, view, tok_starts, tok_ends)
+                        half = match_starts.shape[0] // 2
+                        n_m = find_matches(view, 0, n_view, rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff,
+                                           rx_ranges, rx_gc, rx_params, match_starts[:half], match_starts[half:],
+                                           rx_stack)
+                        if n_m < 0:
+                            io[1] = STATUS_REGEX_STACK
+                            io[0] = doc_begin
+                            return d
+                        n_p = isolate_view_matches(0, seg_end - pos, match_starts[:half], match_starts[half:], n_m,
+                                                   tok_ends, pos, piece_starts, piece_ends, 0)
+                        if (shape_flags & STEP_CUSTOM) != 0:
+                            for k in range(n_p):
+                                match_starts[k] = piece_starts[k]
+                                match_ends[k] = piece_ends[k]
+                    if (shape_flags & STEP_CUSTOM) != 0:
+                        n_p = custom_split(buf, match_starts, match_ends, n_p, rx_roles,
+                                           np.int64(1 if (shape_flags & STEP_CUSTOM_LLAMA3) != 0 else 0), tok_starts,
+                                           tok_ends, piece_starts, piece_ends)
+                    elif (shape_flags & STEP_VIEW_REGEX) == 0:
+                        piece_starts[0] = pos
+                        piece_ends[0] = seg_end
                 elif shape != SHAPE_VM and (isolated != 0 or matches_only):
                     # matches that cover the segment are its pieces under Isolated, and all matches are
                     # under matches_only: the scanner writes them where the pieces go (no copy through

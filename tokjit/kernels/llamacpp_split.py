@@ -1,11 +1,14 @@
-"""llama.cpp's hand-written text splitters for the GPT-2 and Llama 3 patterns, as kernels.
+"""llama.cpp's pre-tokenizer steps for GGUF vocabularies, as kernels.
 
-llama.cpp does not run those two patterns as regexes: ``unicode_regex_split_custom_gpt2`` and ``_llama3``
-walk the code points, classified by its own Unicode tables, and their pieces differ from a regex
-engine's on some text. :func:`custom_split` mirrors them. The staged llama.cpp pre-tokenizer
-(:class:`tokjit.pipeline.llamacpp.LlamaCppRegexSplit`) and the fused byte-level BPE kernel
-(:mod:`tokjit.kernels.fused`, for a GGUF vocabulary whose pre type is one of these splitters) both
-call it, with the code point flags of :func:`tokjit.pipeline.llamacpp.cpt_flags`.
+llama.cpp does not run the GPT-2 and Llama 3 patterns as regexes: ``unicode_regex_split_custom_gpt2``
+and ``_llama3`` walk the code points, classified by its own Unicode tables, and their pieces differ from
+a regex engine's on some text; :func:`custom_split` mirrors them. Other patterns run in ``std::regex``
+on a copy of the text llama.cpp makes first (:func:`build_view`: non-ASCII whitespace as ``\\v``, and
+with a pattern that names categories every other non-ASCII code point as its category's
+placeholder); the matches and the gaps between them are the pieces (:func:`isolate_view_matches`).
+The staged pre-tokenizer (:class:`tokjit.pipeline.llamacpp.LlamaCppRegexSplit`) and the fused
+byte-level BPE kernel (:mod:`tokjit.kernels.fused`, for up to one pattern then one splitter: the STEP_*
+bits) both run these, with the code point flags of :func:`tokjit.pipeline.llamacpp.cpt_flags`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,17 @@ from numba import njit
 UNDEF, NUMBER, LETTER, SEPARATOR, MARK, PUNCT, SYMBOL, CONTROL = range(8)
 WS_BIT = 0x80
 CAT_MASK = 0x7F
+# llama.cpp's collapsed text for std::regex (k_ucat_cpt): each non-ASCII code point becomes the placeholder
+# of its category (0xD0: any category without one), by category code
+PLACEHOLDER_OF_CATEGORY = (0xD0, 0xD1, 0xD2, 0xD0, 0xD4, 0xD3, 0xD5, 0xD0)
+
+# The steps of a llama.cpp pre-tokenizer the fused byte-level BPE kernel runs itself (its regex's shape
+# SHAPE_LLAMACPP, these bits in the shape flags): a std::regex pattern on the view of the text (the
+# regex's program), then the hand-written splitter on each of its pieces; either may be alone.
+STEP_VIEW_REGEX = 1
+STEP_VIEW_COLLAPSE = 2  # the view is the collapsed one (the pattern names categories)
+STEP_CUSTOM = 4
+STEP_CUSTOM_LLAMA3 = 8  # the Llama 3 splitter (else GPT-2's)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -204,4 +218,90 @@ def custom_split(buf, starts, ends, n_pieces, flags, kind, cps, offs, out_starts
                 n_out += 1
                 prev = new_pos
             pos = new_pos
+    return n_out
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def build_view(buf, n_buf, flags, collapse, view, view_of_orig, orig_of_view):
+    """Copy of ``buf`` as llama.cpp's std::regex sees it; returns its length in bytes.
+
+    Every non-ASCII whitespace code point becomes ``\\v``. With ``collapse`` every other non-ASCII
+    code point becomes its category's placeholder (PLACEHOLDER_OF_CATEGORY: U+00D0..U+00D5, two UTF-8 bytes),
+    else it is copied. ``view_of_orig[i]`` maps original byte offsets (code point starts and the end) to
+    view offsets, ``orig_of_view`` the other way. O(bytes); view needs at most len(buf) bytes.
+    """
+    i = 0
+    v = 0
+    while i < n_buf:
+        b = np.int64(buf[i])
+        if b < 0x80:
+            k = 1
+            cp = b
+        elif b >= 0xF0:
+            k = 4
+            cp = b & 0x07
+        elif b >= 0xE0:
+            k = 3
+            cp = b & 0x0F
+        else:
+            k = 2
+            cp = b & 0x1F
+        if i + k > n_buf:
+            k = n_buf - i
+        for j in range(1, k):
+            cp = (cp << 6) | (np.int64(buf[i + j]) & 0x3F)
+        view_of_orig[i] = v
+        for j in range(1, k):
+            view_of_orig[i + j] = v  # continuation bytes are never piece bounds
+        if cp < 0x80:
+            view[v] = b
+            orig_of_view[v] = i
+            v += 1
+        else:
+            fl = np.int64(flags[cp]) if cp < 0x110000 else UNDEF
+            if (fl & WS_BIT) != 0:
+                view[v] = 0x0B
+                orig_of_view[v] = i
+                v += 1
+            elif collapse:
+                ph = PLACEHOLDER_OF_CATEGORY[fl & CAT_MASK]
+                view[v] = 0xC0 | (ph >> 6)
+                view[v + 1] = 0x80 | (ph & 0x3F)
+                orig_of_view[v] = i
+                orig_of_view[v + 1] = i
+                v += 2
+            else:
+                for j in range(k):
+                    view[v + j] = buf[i + j]
+                    orig_of_view[v + j] = i
+                v += k
+        i += k
+    view_of_orig[n_buf] = v
+    orig_of_view[v] = n_buf
+    return v
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def isolate_view_matches(start, end, m_starts, m_ends, n_matches, orig_of_view, shift, out_starts, out_ends, n_out):
+    """The pieces of ``[start, end)`` (original byte offsets, written plus ``shift``) after a regex ran
+    on its view: each match, mapped back through ``orig_of_view``, and each gap between matches, as
+    llama.cpp's ``unicode_regex_split_stl`` keeps both; appended from ``out_*[n_out]``. Returns the new
+    count. O(n_matches)."""
+    pos = start
+    for k in range(n_matches):
+        ms = orig_of_view[m_starts[k]]
+        me = orig_of_view[m_ends[k]]
+        if ms > pos:
+            out_starts[n_out] = pos + shift
+            out_ends[n_out] = ms + shift
+            n_out += 1
+        if me > ms:
+            out_starts[n_out] = ms + shift
+            out_ends[n_out] = me + shift
+            n_out += 1
+        pos = me
+    if end > pos:
+        out_starts[n_out] = pos + shift
+        out_ends[n_out] = end + shift
+        n_out += 1
     return n_out

@@ -37,9 +37,9 @@ from tokjit.kernels.regex_vm import find_matches
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.utf8 import put_utf8
 from tokjit.pipeline.pre_tokenizers import BEHAVIORS, Pieces, RegexSplitter
-from tokjit.kernels.llamacpp_split import (CAT_MASK, CONTROL, LETTER, MARK, NUMBER, PUNCT, SYMBOL, UNDEF,
-                                           WS_BIT, _ascii_lower, _flag_at, _is_cat, _is_other, _is_ws, custom_split,
-                                           decode_utf8)
+from tokjit.kernels.llamacpp_split import (CAT_MASK, CONTROL, LETTER, MARK, NUMBER, PLACEHOLDER_OF_CATEGORY, PUNCT,
+                                           SYMBOL, UNDEF, WS_BIT, _ascii_lower, _flag_at, _is_cat, _is_other, _is_ws,
+                                           build_view, custom_split, decode_utf8, isolate_view_matches)
 
 
 _DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "llamacpp_unicode.npz")
@@ -69,73 +69,8 @@ def cpt_flags() -> np.ndarray:
 # std::regex paths: a per-code-point view of the text, and the pattern translated to match it
 # --------------------------------------------------------------------------------------------------
 
-# placeholders of llama.cpp's collapsed text (k_ucat_cpt); 0xD0 = any other non-ASCII code point
-_PLACEHOLDER = np.full(8, 0xD0, np.int64)
-_PLACEHOLDER[NUMBER] = 0xD1
-_PLACEHOLDER[LETTER] = 0xD2
-_PLACEHOLDER[PUNCT] = 0xD3
-_PLACEHOLDER[MARK] = 0xD4
-_PLACEHOLDER[SYMBOL] = 0xD5
-
-
-@njit(cache=True, nogil=True)
-def build_view(buf, n_buf, flags, collapse, placeholder, view, view_of_orig, orig_of_view):
-    """Copy of ``buf`` as llama.cpp's std::regex sees it; returns its length in bytes.
-
-    Every non-ASCII whitespace code point becomes ``\\v``. With ``collapse`` every other non-ASCII
-    code point becomes its category placeholder ``placeholder[cat]`` (U+00D0..U+00D5, two UTF-8 bytes),
-    else it is copied. ``view_of_orig[i]`` maps original byte offsets (code point starts and the end) to
-    view offsets, ``orig_of_view`` the other way. O(bytes); view needs at most len(buf) bytes.
-    """
-    i = 0
-    v = 0
-    while i < n_buf:
-        b = np.int64(buf[i])
-        if b < 0x80:
-            k = 1
-            cp = b
-        elif b >= 0xF0:
-            k = 4
-            cp = b & 0x07
-        elif b >= 0xE0:
-            k = 3
-            cp = b & 0x0F
-        else:
-            k = 2
-            cp = b & 0x1F
-        if i + k > n_buf:
-            k = n_buf - i
-        for j in range(1, k):
-            cp = (cp << 6) | (np.int64(buf[i + j]) & 0x3F)
-        view_of_orig[i] = v
-        for j in range(1, k):
-            view_of_orig[i + j] = v  # continuation bytes are never piece bounds
-        if cp < 0x80:
-            view[v] = b
-            orig_of_view[v] = i
-            v += 1
-        else:
-            fl = np.int64(flags[cp]) if cp < 0x110000 else UNDEF
-            if (fl & WS_BIT) != 0:
-                view[v] = 0x0B
-                orig_of_view[v] = i
-                v += 1
-            elif collapse:
-                ph = placeholder[fl & CAT_MASK]
-                view[v] = 0xC0 | (ph >> 6)
-                view[v + 1] = 0x80 | (ph & 0x3F)
-                orig_of_view[v] = i
-                orig_of_view[v + 1] = i
-                v += 2
-            else:
-                for j in range(k):
-                    view[v + j] = buf[i + j]
-                    orig_of_view[v + j] = i
-                v += k
-        i += k
-    view_of_orig[n_buf] = v
-    orig_of_view[v] = n_buf
-    return v
+# placeholders of llama.cpp's collapsed text (k_ucat_cpt), by category
+_PLACEHOLDER = np.array(PLACEHOLDER_OF_CATEGORY, np.int64)
 
 
 # llama.cpp's k_ucat_map: the ASCII members written next to each placeholder
@@ -279,23 +214,7 @@ def split_pieces_on_view(view, v_of_o, o_of_v, starts, ends, n_pieces, program, 
                          params, m_starts, m_ends, stack)
         if r < 0:
             return r
-        pos = s
-        for k in range(r):
-            ms = o_of_v[m_starts[k]]
-            me = o_of_v[m_ends[k]]
-            if ms > pos:
-                out_starts[n_out] = pos
-                out_ends[n_out] = ms
-                n_out += 1
-            if me > ms:
-                out_starts[n_out] = ms
-                out_ends[n_out] = me
-                n_out += 1
-            pos = me
-        if e > pos:
-            out_starts[n_out] = pos
-            out_ends[n_out] = e
-            n_out += 1
+        n_out = isolate_view_matches(s, e, m_starts, m_ends, r, o_of_v, 0, out_starts, out_ends, n_out)
     return n_out
 
 
@@ -517,7 +436,7 @@ class LlamaCppRegexSplit:
         view = np.empty(max(n, 1), np.uint8)
         v_of_o = np.empty(n + 1, np.int64)
         o_of_v = np.empty(n + 1, np.int64)
-        m = build_view(buf, np.int64(n), self.flags, collapse, _PLACEHOLDER, view, v_of_o, o_of_v)
+        m = build_view(buf, np.int64(n), self.flags, collapse, view, v_of_o, o_of_v)
         return view[:m], v_of_o, o_of_v[:m + 1]
 
     @staticmethod
