@@ -29,18 +29,24 @@ def _lists(flat, offsets):
 
 
 def _spy_finish(monkeypatch, path):
-    """Every value the chunk kernels' last step returns from now on."""
+    """Every outcome of the chunk kernels' last step from now on: the caller's kernel call, or, when
+    its bounded spin ran out before the helpers finished (CHUNKS_RUNNING, on a loaded machine), the
+    ``finish_chunks`` call that ended the caller's wait."""
     seen: list[int] = []
-    kernel = fused_kernel.encode_chunks_bpe
+    kernel, finish = fused_kernel.encode_chunks_bpe, fused_kernel.finish_chunks
 
     class Spy:
+        def __init__(self, fn, last_step):
+            self.fn, self.last_step = fn, last_step
+
         def __call__(self, *args):
-            n = kernel(*args)
-            if args[-1]:
+            n = self.fn(*args)
+            if self.last_step(args) and n != fused_kernel.CHUNKS_RUNNING:
                 seen.append(n)
             return n
 
-    monkeypatch.setattr(fused_kernel, "encode_chunks_bpe", Spy())
+    monkeypatch.setattr(fused_kernel, "encode_chunks_bpe", Spy(kernel, lambda args: args[-1]))
+    monkeypatch.setattr(fused_kernel, "finish_chunks", Spy(finish, lambda args: True))
     return seen
 
 
