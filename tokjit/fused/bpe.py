@@ -30,14 +30,25 @@ from tokjit.pipeline.llamacpp import LlamaCppRegexSplit, cpt_flags
 from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
 from tokjit.regex.compiled import CompiledRegex
 
-def _split_regex(pre) -> tuple[object, int, bool] | None:
-    """(compiled regex, behaviour, invert) when ``pre`` is a single regex split."""
+def _split_regex(pre) -> tuple[object, int, bool, list] | None:
+    """(compiled regex, behaviour, invert, the splits after it) when ``pre`` is a regex split, or a
+    sequence of them (each ``(compiled regex, behaviour, invert)``), optionally followed by a
+    byte-level step that only maps bytes."""
     if isinstance(pre, Sequence):
-        steps = pre.steps
-        if len(steps) == 2 and isinstance(steps[1], ByteLevel) and not steps[1].add_prefix_space \
-                and steps[1].split is None:
-            return _split_regex(steps[0])
-        return None
+        steps = list(pre.steps)
+        if len(steps) >= 2 and isinstance(steps[-1], ByteLevel) and not steps[-1].add_prefix_space \
+                and steps[-1].split is None:
+            steps.pop()
+        splits = [_one_split(step) for step in steps]
+        if not splits or any(split is None for split in splits):
+            return None
+        return (*splits[0], splits[1:])
+    split = _one_split(pre)
+    return None if split is None else (*split, [])
+
+
+def _one_split(pre) -> tuple[object, int, bool] | None:
+    """(compiled regex, behaviour, invert) when ``pre`` is one regex split our engine compiles."""
     if isinstance(pre, Split):
         splitter = getattr(pre, "splitter", None)
         if splitter is None or splitter.compiled is None:
@@ -92,8 +103,8 @@ def bpe_fused_path_for(tok) -> "FusedBPE | None":
     if tok._match_all.has_flags or tok._match_plain.has_flags:
         return None
     if steps is not None:
-        return FusedBPE(tok, steps[1], BEHAVIORS["Isolated"], False, form, llamacpp_steps=steps[0])
-    return FusedBPE(tok, *split, form)
+        return FusedBPE(tok, steps[1], BEHAVIORS["Isolated"], False, form=form, llamacpp_steps=steps[0])
+    return FusedBPE(tok, *split, form=form)
 
 
 def _unicode_form(normalizer) -> str | None:
@@ -162,7 +173,7 @@ class FusedBPE(FusedPath):
     segment between added tokens as HF does; in a batch, text whose only fault is the order of its
     marks is put in the form in place first (``prepare_documents``)."""
 
-    def __init__(self, tok, regex, behavior: int, invert: bool, form: str | None = None,
+    def __init__(self, tok, regex, behavior: int, invert: bool, more: list = (), form: str | None = None,
                  llamacpp_steps: int | None = None):
         self.tok = tok
         self.form = form  # checked by the driver's single-text call (FusedPath._encode_function)
@@ -174,10 +185,11 @@ class FusedBPE(FusedPath):
             known = (SHAPE_LLAMACPP, llamacpp_steps, 0, cpt_flags())
             program = (regex if regex is not None else CompiledRegex(".", syntax="python")).program
         else:
-            known = recognize(regex.program)
+            # a sequence of splits runs in the VM (split_in_steps); one pattern may have a scanner
+            known = recognize(regex.program) if not more else None
             program = regex.program
         self.shape = known[0] if known is not None else SHAPE_VM
-        rx = structs.make_regex(program, behavior, invert, known)
+        rx = structs.make_regex(program, behavior, invert, known, [(r.program, b, i) for r, b, i in more])
         # indexed by parse_special
         self.pipes = (structs.make_bpe_pipe(structs.make_trie(tok._match_plain), rx, vocab),
                       structs.make_bpe_pipe(structs.make_trie(tok._match_all), rx, vocab))

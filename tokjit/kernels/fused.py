@@ -14,7 +14,7 @@ from numba import njit
 from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
 from tokjit.kernels.atomics import CLAIMED, FINISHED, N_CHUNKS, fetch_add, wait_for
 from tokjit.kernels.split import SPLIT_ISOLATED, SPLIT_REMOVED, apply_split_behavior
-from tokjit.kernels.regex_vm import find_matches
+from tokjit.kernels.regex_vm import find_matches, split_in_steps
 from tokjit.kernels.split_known import DEFER, NOT_TILED, SHAPE_LLAMACPP, SHAPE_VM, split_known
 from tokjit.kernels.llamacpp_split import (STEP_CUSTOM, STEP_CUSTOM_LLAMA3, STEP_VIEW_COLLAPSE, STEP_VIEW_REGEX,
                                            build_view, custom_split, isolate_view_matches)
@@ -256,6 +256,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     unreachable_bits, seg_ids, seg_ranks = borrow(v, "unreachable_bits"), borrow(bs, "id"), borrow(bs, "rank")
     pair_cache = borrow(c, "pairs")
     isolated = np.int64(1) if behavior == SPLIT_ISOLATED and not invert else np.int64(0)
+    n_splits = borrow(rx, "steps").shape[0]
     # tiktoken's way, as a split: the matches are the pieces and what no alternative matches is dropped
     # (HF's Removed with invert), so the scanner's matches are the pieces whether they tile or not
     matches_only = behavior == SPLIT_REMOVED and invert
@@ -315,6 +316,15 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                     elif (shape_flags & STEP_VIEW_REGEX) == 0:
                         piece_starts[0] = pos
                         piece_ends[0] = seg_end
+                elif n_splits > 1:
+                    # a sequence of splits: each pattern on the pieces of the one before (tok_* their
+                    # scratch), the VM for all
+                    n_p = split_in_steps(rx, buf, pos, seg_end, rx_params, match_starts, match_ends, rx_stack,
+                                         tok_starts, tok_ends, piece_starts, piece_ends)
+                    if n_p < 0:
+                        io[1] = STATUS_REGEX_STACK
+                        io[0] = doc_begin
+                        return d
                 elif shape != SHAPE_VM and (isolated != 0 or matches_only):
                     # matches that cover the segment are its pieces under Isolated, and all matches are
                     # under matches_only: the scanner writes them where the pieces go (no copy through

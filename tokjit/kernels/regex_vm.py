@@ -11,7 +11,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
+from tokjit.kernels.structs import (STEP_BEHAVIOR, STEP_CLASSES, STEP_INVERT, STEP_N_MEMO, STEP_PROG, STEP_RANGES,
+                                    STEP_REP, STEP_ROFF, borrow)
 from tokjit.kernels.utf8 import decode_at
 
 __all__ = ["find_matches", "ERR_OUT_FULL", "ERR_STACK_FULL", "ERR_BUDGET"]
@@ -455,3 +458,48 @@ def find_matches_in(rx, buf, start, end, params, out_starts, out_ends, stack):
             return n
     return find_matches(buf, start, end, rx.prog, rx.rep_info, rx.cls_ascii, rx.cls_mask, rx.cls_neg, rx.cls_roff,
                         rx.cls_ranges, rx.gc, params, out_starts, out_ends, stack)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def split_in_steps(rx, buf, start, end, params, m_starts, m_ends, stack, tmp_starts, tmp_ends, out_starts, out_ends):
+    """The pieces of ``buf[start:end]`` after a sequence of regex splits (HF's Sequence of Split
+    pre-tokenizers, DeepSeek's for one): each split's pattern runs on every piece of the split before
+    it, alone (it is the whole subject for anchors and lookaround), and its behaviour makes that
+    piece's pieces, as the staged pipeline does step after step. ``rx.steps`` row k says where split
+    k's program lies in the structure's arrays (``tokjit.kernels.structs.make_regex``).
+
+    Pieces go to ``out_*`` (returns their number), each step's to ``tmp_*`` first (both: one slot a
+    byte); ``m_*`` hold one piece's matches (a slot a byte, plus one); ``params`` as
+    :func:`find_matches` takes them, n_memo set per split. Returns a negative :func:`find_matches`
+    code when one fails (the caller takes the memoizing path). O(bytes x splits x pattern cost)."""
+    steps = borrow(rx, "steps")
+    prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc = (
+        borrow(rx, "prog"), borrow(rx, "rep_info"), borrow(rx, "cls_ascii"), borrow(rx, "cls_mask"),
+        borrow(rx, "cls_neg"), borrow(rx, "cls_roff"), borrow(rx, "cls_ranges"), borrow(rx, "gc"))
+    n = 0
+    if end > start:
+        out_starts[0] = start
+        out_ends[0] = end
+        n = 1
+    for k in range(steps.shape[0]):
+        row = steps[k]
+        p0, p1, r0, r1 = row[STEP_PROG], row[STEP_PROG + 1], row[STEP_REP], row[STEP_REP + 1]
+        c0, c1, g0, g1 = row[STEP_CLASSES], row[STEP_CLASSES + 1], row[STEP_RANGES], row[STEP_RANGES + 1]
+        o0, o1 = row[STEP_ROFF], row[STEP_ROFF + 1]
+        params[2] = row[STEP_N_MEMO]
+        n_next = 0
+        for p in range(n):
+            s, e = out_starts[p], out_ends[p]
+            n_m = find_matches(buf, s, e, prog[p0:p1], rep_info[r0:r1], cls_ascii[c0:c1], cls_mask[c0:c1],
+                               cls_neg[c0:c1], cls_roff[o0:o1], cls_ranges[g0:g1], gc, params, m_starts, m_ends, stack)
+            if n_m < 0:
+                return n_m
+            # each piece's spans on their own: a merging behaviour never joins the pieces of two pieces
+            n_next += apply_split_behavior(s, e, m_starts, m_ends, n_m, row[STEP_BEHAVIOR], row[STEP_INVERT] != 0,
+                                           tmp_starts[n_next:], tmp_ends[n_next:], 0)
+        for p in range(n_next):
+            out_starts[p] = tmp_starts[p]
+            out_ends[p] = tmp_ends[p]
+        n = n_next
+    return n
+

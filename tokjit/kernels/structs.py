@@ -24,6 +24,7 @@ from numba.core import cgutils
 from numba.experimental import structref
 from numba.extending import intrinsic
 
+
 _I64 = types.int64[::1]
 _I32 = types.int32[::1]
 _U8 = types.uint8[::1]
@@ -161,12 +162,21 @@ def make_trie(matcher) -> Trie:
 # -------------------------------------------------------------------------------------------------
 # compiled split regex (tokjit.regex.compiler.Program) and the split behaviour
 
+# columns of a REGEX's ``steps`` row (make_regex; tokjit.kernels.regex_vm.split_in_steps reads them):
+# [start, end) of the split's program in prog, rep_info, the class arrays (cls_ascii, cls_mask, cls_neg),
+# cls_ranges and cls_roff; then its n_memo, behaviour and invert
+STEP_PROG, STEP_REP, STEP_CLASSES, STEP_RANGES, STEP_ROFF = 0, 2, 4, 6, 8
+STEP_N_MEMO, STEP_BEHAVIOR, STEP_INVERT = 10, 11, 12
+STEP_FIELDS = 13
+
 RegexType, Regex, REGEX = _declare("Regex", [
     ("prog", types.int32[:, ::1]), ("rep_info", types.int32[:, ::1]), ("cls_ascii", types.uint8[:, ::1]),
     ("cls_mask", types.uint64[::1]), ("cls_neg", _U8), ("cls_roff", _I32), ("cls_ranges", _I32),
     ("gc", _U8), ("n_memo", types.int64), ("behavior", types.int64), ("invert", types.boolean),
     # a recognized pattern's scanner (tokjit.kernels.split_known): shape (0 = the VM), flags, digits, roles
     ("shape", types.int64), ("shape_flags", types.int64), ("max_digits", types.int64), ("roles", _U8),
+    # one row per split of a sequence (tokjit.kernels.regex_vm.split_in_steps), STEP_* columns
+    ("steps", types.int64[:, ::1]),
 ])
 
 
@@ -190,19 +200,37 @@ def _new_regex(fields):
     s.shape_flags = fields[12]
     s.max_digits = fields[13]
     s.roles = fields[14]
+    s.steps = fields[15]
     return s
 
 
-def make_regex(program, behavior: int, invert: bool, known=None) -> Regex:
+def make_regex(program, behavior: int, invert: bool, known=None, more=()) -> Regex:
     """``known``: ``(shape, flags, max_digits, roles)`` of the pattern's scanner (``tokjit.regex.known``),
-    or ``None`` for the VM."""
-    p = program
+    or ``None`` for the VM. ``more``: ``(program, behavior, invert)`` of the splits that follow, in
+    order (a sequence of splits; the VM runs them all): each program's arrays follow the one before
+    it, and ``steps`` says where each starts and ends."""
+    splits = [(program, behavior, invert)] + list(more)
+    if any(q.gc is not program.gc and not np.array_equal(q.gc, program.gc) for q, _, _ in splits):
+        raise ValueError("the split patterns were compiled against different Unicode tables")
+    steps = np.zeros((len(splits), STEP_FIELDS), np.int64)
+    at = np.zeros(5, np.int64)  # prog rows, rep rows, classes, range ints, range offsets so far
+    for k, (q, beh, inv) in enumerate(splits):
+        sizes = (q.prog.shape[0], q.rep_info.shape[0], q.cls_mask.shape[0], q.cls_ranges.shape[0],
+                 q.cls_roff.shape[0])
+        for j, n in enumerate(sizes):
+            steps[k, 2 * j], steps[k, 2 * j + 1] = at[j], at[j] + n
+            at[j] += n
+        steps[k, STEP_N_MEMO], steps[k, STEP_BEHAVIOR], steps[k, STEP_INVERT] = q.n_memo, beh, bool(inv)
     shape, flags, max_digits, roles = known if known is not None else (0, 0, 0, np.zeros(1, np.uint8))
-    return _new_regex((_arr(p.prog, np.int32), _arr(p.rep_info, np.int32), _arr(p.cls_ascii, np.uint8),
-                       _arr(p.cls_mask, np.uint64), _arr(p.cls_neg, np.uint8), _arr(p.cls_roff, np.int32),
-                       _arr(p.cls_ranges, np.int32), _arr(p.gc, np.uint8), np.int64(p.n_memo),
+
+    def joined(name, dtype):
+        return _arr(np.concatenate([getattr(q, name) for q, _, _ in splits]), dtype)
+
+    return _new_regex((joined("prog", np.int32), joined("rep_info", np.int32), joined("cls_ascii", np.uint8),
+                       joined("cls_mask", np.uint64), joined("cls_neg", np.uint8), joined("cls_roff", np.int32),
+                       joined("cls_ranges", np.int32), _arr(program.gc, np.uint8), np.int64(program.n_memo),
                        np.int64(behavior), bool(invert), np.int64(shape), np.int64(flags), np.int64(max_digits),
-                       _arr(roles, np.uint8)))
+                       _arr(roles, np.uint8), steps))
 
 
 # -------------------------------------------------------------------------------------------------
