@@ -17,3 +17,17 @@ def text_to_utf8(text: str) -> np.ndarray:
         data = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
     # writable, so every kernel is compiled for one array type
     return np.frombuffer(bytearray(data), np.uint8)
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character table."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    chars = printable[:]
+    n = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + n)
+            n += 1
+    return dict(zip(printable, map(chr, chars)))

@@ -27,7 +27,7 @@ from tokjit.fused.threads import result_io, writable_docs
 from tokjit.thread_pool import thread_pool
 from tokjit.models.bpe import BPEModel, Workspace
 from tokjit.pipeline.llamacpp import LlamaCppRegexSplit, cpt_flags
-from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Sequence, Split
+from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Digits, Punctuation, Sequence, Split
 from tokjit.regex.compiled import CompiledRegex
 
 def _split_regex(pre) -> tuple[object, int, bool, list] | None:
@@ -39,6 +39,8 @@ def _split_regex(pre) -> tuple[object, int, bool, list] | None:
         if len(steps) >= 2 and isinstance(steps[-1], ByteLevel) and not steps[-1].add_prefix_space \
                 and steps[-1].split is None:
             steps.pop()
+        if any(isinstance(step, ByteLevel) for step in steps[:-1]):
+            return None  # the splits after it read GPT-2's byte alphabet (staged: Sequence, byte_level_view)
         splits = [_one_split(step) for step in steps]
         if not splits or any(split is None for split in splits):
             return None
@@ -48,8 +50,9 @@ def _split_regex(pre) -> tuple[object, int, bool, list] | None:
 
 
 def _one_split(pre) -> tuple[object, int, bool] | None:
-    """(compiled regex, behaviour, invert) when ``pre`` is one regex split our engine compiles."""
-    if isinstance(pre, Split):
+    """(compiled regex, behaviour, invert) when ``pre`` is one regex split our engine compiles: a Split,
+    or Digits and Punctuation, which are regex splits of a character class."""
+    if isinstance(pre, (Split, Digits, Punctuation)):
         splitter = getattr(pre, "splitter", None)
         if splitter is None or splitter.compiled is None:
             return None

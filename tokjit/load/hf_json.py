@@ -16,20 +16,7 @@ import numpy as np
 
 from tokjit.errors import ModelFileError, UnsupportedComponentError
 from tokjit.spec import AddedToken, TokenizerSpec, TokenType
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable character table."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    chars = printable[:]
-    n = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + n)
-            n += 1
-    return dict(zip(printable, map(chr, chars)))
+from tokjit.text import bytes_to_unicode
 
 
 BYTE_DECODER = {c: b for b, c in bytes_to_unicode().items()}

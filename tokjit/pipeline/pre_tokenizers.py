@@ -16,6 +16,7 @@ import numpy as np
 from tokjit.pipeline.registry import build_pre_tokenizer
 from tokjit.errors import UnsupportedComponentError
 from tokjit.kernels.split import apply_split_behavior, metaspace_pieces
+from tokjit.text import bytes_to_unicode
 
 
 
@@ -193,13 +194,72 @@ class ByteLevel:
 
 
 class Sequence:
+    """HF ``Sequence``: each pre-tokenizer splits the pieces of the one before. After a ``ByteLevel``
+    step HF's text is no longer the input's: every byte is one printable character of GPT-2's byte
+    alphabet (``ĠHello``; the bytes E3 83 BC of 'ー' are 'ãĥ¼'), and the splits that follow match
+    those characters, even inside a character of the input (a Digits step after it splits '¼', byte
+    BC, off 'ー', as Falcon's tokenizer.json does). Those splits run on that text here too
+    (:func:`byte_level_view`); a step after ``ByteLevel`` that is no regex split is refused."""
+
     def __init__(self, config: dict):
         self.steps = [build_pre_tokenizer(c) for c in config["pretokenizers"]]
+        self.after_byte_level = len(self.steps)
+        for k, step in enumerate(self.steps):
+            if isinstance(step, ByteLevel):
+                self.after_byte_level = k + 1
+                break
+        for step in self.steps[self.after_byte_level:]:
+            if isinstance(step, ByteLevel) or not all(hasattr(step, a) for a in ("find", "behavior", "invert")):
+                raise UnsupportedComponentError(
+                    f"pre-tokenizer {type(step).__name__} after a ByteLevel step in a Sequence (it would read "
+                    f"GPT-2's byte alphabet): only regex splits are supported there")
 
     def __call__(self, pieces: Pieces) -> Pieces:
-        for step in self.steps:
+        for step in self.steps[:self.after_byte_level]:
             pieces = step(pieces)
+        later = self.steps[self.after_byte_level:]
+        if later:
+            view, view_of_orig, orig_of_view = byte_level_view(pieces.buf)
+
+            def on_view(find):
+                def find_on_view(buf, start, end):
+                    ms, me = find(view, view_of_orig[start], view_of_orig[end])
+                    return orig_of_view[ms], orig_of_view[me]
+                return find_on_view
+
+            for step in later:
+                pieces = split_pieces(pieces, on_view(step.find), step.behavior, step.invert)
         return pieces
+
+
+def _byte_level_chars():
+    """UTF-8 of each byte's character in GPT-2's byte alphabet: (first byte, second byte, length)."""
+    table = bytes_to_unicode()
+    first, second, length = np.zeros(256, np.uint8), np.zeros(256, np.uint8), np.zeros(256, np.int64)
+    for b in range(256):
+        utf8 = table[b].encode("utf-8")
+        first[b], length[b] = utf8[0], len(utf8)
+        second[b] = utf8[1] if len(utf8) > 1 else 0
+    return first, second, length
+
+
+_BYTE_LEVEL_CHARS = _byte_level_chars()
+
+
+def byte_level_view(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The UTF-8 of the text HF's later pre-tokenizers read after ``ByteLevel`` (each byte of ``buf``
+    as its character of GPT-2's byte alphabet, one or two bytes), the view offset of each offset of
+    ``buf`` (and of its end), and the offset in ``buf`` of each view offset (and of its end)."""
+    first, second, length = _BYTE_LEVEL_CHARS
+    lengths = length[buf]
+    view_of_orig = np.zeros(buf.shape[0] + 1, np.int64)
+    np.cumsum(lengths, out=view_of_orig[1:])
+    view = np.empty(int(view_of_orig[-1]), np.uint8)
+    view[view_of_orig[:-1]] = first[buf]
+    two = lengths == 2
+    view[view_of_orig[:-1][two] + 1] = second[buf][two]
+    orig_of_view = np.append(np.repeat(np.arange(buf.shape[0], dtype=np.int64), lengths), buf.shape[0])
+    return view, view_of_orig, orig_of_view
 
 
 
@@ -266,10 +326,12 @@ class Digits:
 
     def __init__(self, config: dict):
         pattern = r"\p{N}" if config.get("individual_digits", False) else r"\p{N}+"
-        self.find = RegexSplitter(pattern).find
+        self.splitter = RegexSplitter(pattern)
+        self.find = self.splitter.find
+        self.behavior, self.invert = BEHAVIORS["Isolated"], False  # a regex split, as the fused path reads it
 
     def __call__(self, pieces: Pieces) -> Pieces:
-        return split_pieces(pieces, self.find, BEHAVIORS["Isolated"], False)
+        return split_pieces(pieces, self.find, self.behavior, self.invert)
 
 
 class Punctuation:
@@ -280,7 +342,9 @@ class Punctuation:
         if behavior not in BEHAVIORS:
             raise UnsupportedComponentError(f"Punctuation behavior {behavior!r}")
         self.behavior = BEHAVIORS[behavior]
-        self.find = RegexSplitter(PUNCTUATION_CLASS).find
+        self.invert = False
+        self.splitter = RegexSplitter(PUNCTUATION_CLASS)
+        self.find = self.splitter.find
 
     def __call__(self, pieces: Pieces) -> Pieces:
         return split_pieces(pieces, self.find, self.behavior, False)
@@ -294,8 +358,9 @@ class CharDelimiterSplit:
         if not isinstance(delimiter, str) or len(delimiter) != 1:
             raise UnsupportedComponentError(f"CharDelimiterSplit delimiter {delimiter!r}")
         self.find = find_literal(delimiter.encode("utf-8"))
+        self.behavior, self.invert = BEHAVIORS["Removed"], False
 
     def __call__(self, pieces: Pieces) -> Pieces:
-        return split_pieces(pieces, self.find, BEHAVIORS["Removed"], False)
+        return split_pieces(pieces, self.find, self.behavior, self.invert)
 
 
