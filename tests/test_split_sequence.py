@@ -79,7 +79,8 @@ def test_split_after_byte_level_reads_byte_alphabet(tmp_path):
     path = _tokenizer_json(tmp_path, FALCON)
     ref = tokenizers.Tokenizer.from_file(path)
     tok = tokjit.load(path)
-    texts = ["ー", "GetScriptType(\"ー\")", "½ ¼ ²", "価格は１２３４円", "Ω≈ç√∫˜µ≤≥÷", "année 2024, 12345678"]
+    texts = ["ー", "GetScriptType(\"ー\")", "½ ¼ ²", "価格は１２３４円", "Ω≈ç√∫˜µ≤≥÷",
+             "année 2024, 12345678"]
     for text in texts:
         assert tok.encode(text, parse_special=True) == ref.encode(text, add_special_tokens=False).ids, text
 
