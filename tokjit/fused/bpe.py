@@ -27,7 +27,7 @@ from tokjit.fused.threads import result_io, writable_docs
 from tokjit.thread_pool import thread_pool
 from tokjit.models.bpe import BPEModel, Workspace
 from tokjit.pipeline.llamacpp import LlamaCppRegexSplit, cpt_flags
-from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, Digits, Punctuation, Sequence, Split
+from tokjit.pipeline.pre_tokenizers import BEHAVIORS, ByteLevel, RegexSplitStep, Sequence
 from tokjit.regex.compiled import CompiledRegex
 
 def _split_regex(pre) -> tuple[object, int, bool, list] | None:
@@ -52,7 +52,7 @@ def _split_regex(pre) -> tuple[object, int, bool, list] | None:
 def _one_split(pre) -> tuple[object, int, bool] | None:
     """(compiled regex, behaviour, invert) when ``pre`` is one regex split our engine compiles: a Split,
     or Digits and Punctuation, which are regex splits of a character class."""
-    if isinstance(pre, (Split, Digits, Punctuation)):
+    if isinstance(pre, RegexSplitStep):
         splitter = getattr(pre, "splitter", None)
         if splitter is None or splitter.compiled is None:
             return None

@@ -116,6 +116,24 @@ def _ascii_lower(c):
     return c
 
 
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def number_chunks(cps, flags, pos, n, prev, offs, out_starts, out_ends, n_out):
+    """``\\p{N}{1,3}`` as llama.cpp's splitters take it: the run of numbers from code point ``pos``,
+    where every third one ends a piece that starts at ``prev`` (the pending piece's first code point),
+    written to ``out_*`` as byte offsets (``offs``). Returns (the run's end, the pending piece's start,
+    the piece count)."""
+    first = pos
+    while _is_cat(_flag_at(cps, flags, pos, n), NUMBER):
+        pos += 1
+        if pos - first >= 3:
+            out_starts[n_out] = offs[prev]
+            out_ends[n_out] = offs[pos]
+            n_out += 1
+            prev = pos
+            first = pos
+    return pos, prev, n_out
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def custom_split(buf, starts, ends, n_pieces, flags, kind, cps, offs, out_starts, out_ends):
     """llama.cpp's hand-written splitters for the GPT-2 (kind 0) and Llama 3 (kind 1) patterns.
@@ -174,17 +192,7 @@ def custom_split(buf, starts, ends, n_pieces, flags, kind, cps, offs, out_starts
                         new_pos = q
                 # \p{N}{1,3}
                 if new_pos < 0 and _is_cat(f, NUMBER):
-                    q = pos
-                    ini = pos
-                    while _is_cat(_flag_at(cps, flags, q, n), NUMBER):
-                        q += 1
-                        if q - ini >= 3:
-                            out_starts[n_out] = offs[prev]
-                            out_ends[n_out] = offs[q]
-                            n_out += 1
-                            prev = q
-                            ini = q
-                    new_pos = q
+                    new_pos, prev, n_out = number_chunks(cps, flags, pos, n, prev, offs, out_starts, out_ends, n_out)
                 #  ?[^\s\p{L}\p{N}]+[\r\n]*  (llama.cpp tests the current code point's flags for "any")
                 if new_pos < 0:
                     f2 = _flag_at(cps, flags, pos + 1, n) if cpt == 32 else f

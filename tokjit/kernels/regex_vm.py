@@ -502,4 +502,3 @@ def split_in_steps(rx, buf, start, end, params, m_starts, m_ends, stack, tmp_sta
             out_ends[p] = tmp_ends[p]
         n = n_next
     return n
-

@@ -24,7 +24,6 @@ from numba.core import cgutils
 from numba.experimental import structref
 from numba.extending import intrinsic
 
-
 _I64 = types.int64[::1]
 _I32 = types.int32[::1]
 _U8 = types.uint8[::1]

@@ -39,7 +39,8 @@ from tokjit.kernels.utf8 import put_utf8
 from tokjit.pipeline.pre_tokenizers import BEHAVIORS, Pieces, RegexSplitter
 from tokjit.kernels.llamacpp_split import (CAT_MASK, CONTROL, LETTER, MARK, NUMBER, PLACEHOLDER_OF_CATEGORY, PUNCT,
                                            SYMBOL, UNDEF, WS_BIT, _ascii_lower, _flag_at, _is_cat, _is_other, _is_ws,
-                                           build_view, custom_split, decode_utf8, isolate_view_matches)
+                                           build_view, custom_split, decode_utf8, isolate_view_matches,
+                                           number_chunks)
 
 
 _DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "llamacpp_unicode.npz")
@@ -320,15 +321,7 @@ def kimi_k2_split(buf, starts, ends, n_pieces, flags, cps, offs, out_starts, out
                     elif has_leading:
                         pos -= 1
                 if not matched and _is_cat(f, NUMBER):
-                    first = pos
-                    while _is_cat(_flag_at(cps, flags, pos, n), NUMBER):
-                        pos += 1
-                        if pos - first >= 3:
-                            out_starts[n_out] = offs[prev]
-                            out_ends[n_out] = offs[pos]
-                            n_out += 1
-                            prev = pos
-                            first = pos
+                    pos, prev, n_out = number_chunks(cps, flags, pos, n, prev, offs, out_starts, out_ends, n_out)
                     matched = True
                 if not matched:
                     f2 = _flag_at(cps, flags, pos + 1, n) if cpt == 32 else f

@@ -122,7 +122,20 @@ def find_literal(needle: bytes):
     return find
 
 
-class Split:
+class RegexSplitStep:
+    """A pre-tokenizer that splits each piece at the matches of ``find`` under ``behavior`` and
+    ``invert`` (HF's split behaviours): Split, and the character-class splits Digits, Punctuation and
+    CharDelimiterSplit. The fused BPE path and a Sequence after ByteLevel read those three fields."""
+
+    find: Callable
+    behavior: int
+    invert: bool
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        return split_pieces(pieces, self.find, self.behavior, self.invert)
+
+
+class Split(RegexSplitStep):
     def __init__(self, config: dict):
         pattern = config["pattern"]
         behavior = config.get("behavior", "Isolated")
@@ -141,9 +154,6 @@ class Split:
             self.find = find_literal(pattern["String"].encode("utf-8"))
         else:
             raise UnsupportedComponentError(f"Split pattern {pattern!r}")
-
-    def __call__(self, pieces: Pieces) -> Pieces:
-        return split_pieces(pieces, self.find, self.behavior, self.invert)
 
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -209,7 +219,7 @@ class Sequence:
                 self.after_byte_level = k + 1
                 break
         for step in self.steps[self.after_byte_level:]:
-            if isinstance(step, ByteLevel) or not all(hasattr(step, a) for a in ("find", "behavior", "invert")):
+            if not isinstance(step, RegexSplitStep):
                 raise UnsupportedComponentError(
                     f"pre-tokenizer {type(step).__name__} after a ByteLevel step in a Sequence (it would read "
                     f"GPT-2's byte alphabet): only regex splits are supported there")
@@ -320,7 +330,7 @@ class Metaspace:
 PUNCTUATION_CLASS = r"[\p{P}!-/:-@\[-`{-~]"
 
 
-class Digits:
+class Digits(RegexSplitStep):
     """HF ``Digits``: numeric characters (Rust ``char::is_numeric``: Nd, Nl, No) isolated, one by one
     with ``individual_digits`` or as contiguous runs otherwise."""
 
@@ -328,13 +338,10 @@ class Digits:
         pattern = r"\p{N}" if config.get("individual_digits", False) else r"\p{N}+"
         self.splitter = RegexSplitter(pattern)
         self.find = self.splitter.find
-        self.behavior, self.invert = BEHAVIORS["Isolated"], False  # a regex split, as the fused path reads it
-
-    def __call__(self, pieces: Pieces) -> Pieces:
-        return split_pieces(pieces, self.find, self.behavior, self.invert)
+        self.behavior, self.invert = BEHAVIORS["Isolated"], False
 
 
-class Punctuation:
+class Punctuation(RegexSplitStep):
     """HF ``Punctuation``: every punctuation character is a delimiter handled by ``behavior``."""
 
     def __init__(self, config: dict):
@@ -346,11 +353,8 @@ class Punctuation:
         self.splitter = RegexSplitter(PUNCTUATION_CLASS)
         self.find = self.splitter.find
 
-    def __call__(self, pieces: Pieces) -> Pieces:
-        return split_pieces(pieces, self.find, self.behavior, False)
 
-
-class CharDelimiterSplit:
+class CharDelimiterSplit(RegexSplitStep):
     """HF ``CharDelimiterSplit``: split on one character, which is removed."""
 
     def __init__(self, config: dict):
@@ -359,8 +363,5 @@ class CharDelimiterSplit:
             raise UnsupportedComponentError(f"CharDelimiterSplit delimiter {delimiter!r}")
         self.find = find_literal(delimiter.encode("utf-8"))
         self.behavior, self.invert = BEHAVIORS["Removed"], False
-
-    def __call__(self, pieces: Pieces) -> Pieces:
-        return split_pieces(pieces, self.find, self.behavior, self.invert)
 
 
