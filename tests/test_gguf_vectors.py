@@ -95,13 +95,14 @@ def test_llamacpp_vectors_batched(shared, name):
     assert [_ids(flat[offsets[i]:offsets[i + 1]]) for i in range(len(texts))] == expected
 
 
-@pytest.mark.parametrize("name", ["gpt-2", "llama-bpe", "qwen2", "command-r", "starcoder", "refact"])
+@pytest.mark.parametrize("name", ["gpt-2", "llama-bpe", "qwen2", "command-r", "starcoder", "refact", "mpt", "falcon",
+                                  "deepseek-llm", "deepseek-coder"])
 def test_llamacpp_steps_fused(shared, name):
-    """A GGUF byte-level vocabulary whose pre type is llama.cpp's hand-written GPT-2 or Llama 3 splitter,
-    a std::regex pattern on llama.cpp's view of the text, or that pattern then that splitter, runs the
-    fused byte-level BPE kernel (those steps inside it), and gives the staged pipeline's ids, which the
-    vectors above hold to llama.cpp's, on every corpus (every 40th line), single calls and batches,
-    with special-token text parsed and not."""
+    """A GGUF byte-level vocabulary whose pre type is any sequence of std::regex patterns (each on
+    llama.cpp's view of the text) and llama.cpp's hand-written GPT-2 or Llama 3 splitters runs the
+    fused byte-level BPE kernel (those steps inside it, ``llamacpp_split.llamacpp_pieces``), and gives
+    the staged pipeline's ids, which the vectors above hold to llama.cpp's, on every corpus (every 40th
+    line), single calls and batches, with special-token text parsed and not."""
     tok = _load(name)
     assert type(tok._fused).__name__ == "FusedBPE"
     texts = corpus_lines(step=40)
@@ -110,3 +111,21 @@ def test_llamacpp_steps_fused(shared, name):
                                      False)[0].tolist() for t in texts]
         assert [tok.encode(t, parse_special=parse_special) for t in texts] == staged
         assert tok.encode_batch(texts, num_threads=2, parse_special=parse_special) == staged
+
+
+@pytest.mark.parametrize("name", ["qwen2", "starcoder", "falcon", "deepseek-llm", "deepseek-coder"])
+def test_llamacpp_view_malformed_bytes(shared, name):
+    """Bytes that are not UTF-8 (which the public calls repair or refuse before a kernel sees them) on
+    the kernels' byte path: llama.cpp's view reads a malformed byte as U+FFFD, so the regex engine,
+    which reads valid UTF-8 only, never runs past the view (it did on a truncated sequence at the end
+    of the text: an out-of-bounds read, a corrupted heap for qwen2); the fused kernel hands such text
+    to the staged pipeline and gives its ids."""
+    import random
+    tok = _load(name)
+    rng = random.Random(7)
+    for _ in range(1500):
+        data = bytes(rng.randrange(256) for _ in range(rng.randint(1, 14)))
+        staged = tok._encode_staged(np.frombuffer(data, np.uint8), False, False)[0].tolist()
+        buf = np.frombuffer(data, np.uint8).copy()
+        ids, _ = tok._fused.encode_docs(buf, np.zeros(1, np.int64), np.full(1, len(data), np.int64), False)
+        assert ids.tolist() == staged, data

@@ -19,7 +19,8 @@ from tokjit.kernels import fused, structs
 from tokjit.kernels.atomics import COUNTERS, N_CHUNKS
 from tokjit.kernels.normal_form import (MAX_MARK_RUN, normal_form_suspects, order_marks_in_place, quick_check_table,
                                        quick_check_yes_bits)
-from tokjit.kernels.llamacpp_split import STEP_CUSTOM, STEP_CUSTOM_LLAMA3, STEP_VIEW_COLLAPSE, STEP_VIEW_REGEX
+from tokjit.kernels.llamacpp_split import (PLAN_GPT2, PLAN_LLAMA3, PLAN_STEPS, PLAN_VIEW_REGEX,
+                                          PLAN_VIEW_REGEX_COLLAPSED, plan_word)
 from tokjit.kernels.split_known import SHAPE_LLAMACPP, SHAPE_VM
 from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, byte_documents, doc_sizes
@@ -65,33 +66,32 @@ def _one_split(pre) -> tuple[object, int, bool] | None:
     return None
 
 
-def _llamacpp_steps(pre) -> tuple[int, object] | None:
-    """(step bits, compiled regex or None) when ``pre`` is a GGUF pre-tokenizer the fused kernel runs
-    itself (:mod:`tokjit.kernels.llamacpp_split`): llama.cpp's hand-written GPT-2 or Llama 3 splitter,
-    a std::regex pattern our engine compiles on the view of the text, or that pattern then that
-    splitter (pre types gpt-2, llama-bpe, qwen2, starcoder and the like); else ``None``."""
-    if not isinstance(pre, LlamaCppRegexSplit) or not 1 <= len(pre.steps) <= 2:
+def _llamacpp_plan(pre) -> tuple[int, list] | None:
+    """(plan, compiled regexes of its std::regex steps in order) when ``pre`` is a GGUF pre-tokenizer
+    the fused kernel runs itself (:func:`~tokjit.kernels.llamacpp_split.llamacpp_pieces`): any
+    sequence of std::regex patterns our engine compiles, each on its view of the text, and llama.cpp's
+    hand-written GPT-2 and Llama 3 splitters (pre types gpt-2, llama-bpe, qwen2, deepseek-llm, falcon
+    and the like); else ``None`` (other hand-written splitters, patterns our engine does not compile)."""
+    if not isinstance(pre, LlamaCppRegexSplit) or not 1 <= len(pre.steps) <= PLAN_STEPS:
         return None
-    steps = list(pre.steps)
-    bits, compiled = 0, None
-    if steps[0][0] == "regex":
-        view_regex = steps.pop(0)[1]
-        if view_regex.compiled is None:
+    kinds, regexes = [], []
+    for kind, arg in pre.steps:
+        if kind == "regex":
+            if arg.compiled is None:
+                return None
+            kinds.append(PLAN_VIEW_REGEX_COLLAPSED if arg.collapse else PLAN_VIEW_REGEX)
+            regexes.append(arg.compiled)
+        elif kind == "custom":
+            kinds.append(PLAN_LLAMA3 if arg == 1 else PLAN_GPT2)
+        else:
             return None
-        compiled = view_regex.compiled
-        bits |= STEP_VIEW_REGEX | (STEP_VIEW_COLLAPSE if view_regex.collapse else 0)
-    if steps:
-        kind, arg = steps.pop(0)
-        if kind != "custom" or steps:
-            return None
-        bits |= STEP_CUSTOM | (STEP_CUSTOM_LLAMA3 if arg == 1 else 0)
-    return bits, compiled
+    return plan_word(kinds), regexes
 
 
 def bpe_fused_path_for(tok) -> "FusedBPE | None":
     """The fused path of a byte-level BPE pipeline: no normalizer or one Unicode normal form, one
-    regex split or llama.cpp's GPT-2 / Llama 3 splitter, no added-token flags; ``None`` for anything
-    else."""
+    regex split or llama.cpp's GPT-2 / Llama 3 splitter (added tokens with any rules: the kernel applies
+    them, :func:`~tokjit.kernels.added_tokens.ruled_token_matches`); ``None`` for anything else."""
     if not isinstance(tok.model, BPEModel):
         return None
     form = None
@@ -100,13 +100,11 @@ def bpe_fused_path_for(tok) -> "FusedBPE | None":
         if form is None or not (tok._match_all_norm.empty and tok._match_plain_norm.empty):
             return None
     split = _split_regex(tok.pre_tokenizer)
-    steps = _llamacpp_steps(tok.pre_tokenizer) if split is None else None
-    if split is None and steps is None:
+    plan = _llamacpp_plan(tok.pre_tokenizer) if split is None else None
+    if split is None and plan is None:
         return None
-    if tok._match_all.has_flags or tok._match_plain.has_flags:
-        return None
-    if steps is not None:
-        return FusedBPE(tok, steps[1], BEHAVIORS["Isolated"], False, form=form, llamacpp_steps=steps[0])
+    if plan is not None:
+        return FusedBPE(tok, None, BEHAVIORS["Isolated"], False, form=form, llamacpp_plan=plan)
     return FusedBPE(tok, *split, form=form)
 
 
@@ -177,16 +175,19 @@ class FusedBPE(FusedPath):
     marks is put in the form in place first (``prepare_documents``)."""
 
     def __init__(self, tok, regex, behavior: int, invert: bool, more: list = (), form: str | None = None,
-                 llamacpp_steps: int | None = None):
+                 llamacpp_plan: tuple[int, list] | None = None):
         self.tok = tok
         self.form = form  # checked by the driver's single-text call (FusedPath._encode_function)
         self.model: BPEModel = tok.model
         vocab = self.model.kernel_vocab()
-        if llamacpp_steps is not None:
-            # llama.cpp's steps: the kernel reads them and the code point flags where a scanned pattern
-            # keeps its flags and roles; the program is the view's pattern (a placeholder without one)
-            known = (SHAPE_LLAMACPP, llamacpp_steps, 0, cpt_flags())
-            program = (regex if regex is not None else CompiledRegex(".", syntax="python")).program
+        if llamacpp_plan is not None:
+            # llama.cpp's steps: the kernel reads the plan, the programs of its std::regex steps in
+            # order and the code point flags (a placeholder program for a plan without one)
+            plan, regexes = llamacpp_plan
+            known = (SHAPE_LLAMACPP, plan, 0, cpt_flags())
+            regexes = regexes or [CompiledRegex(".", syntax="python")]
+            regex, more = regexes[0], [(r, behavior, invert) for r in regexes[1:]]
+            program = regex.program
         else:
             # a sequence of splits runs in the VM (split_in_steps); one pattern may have a scanner
             known = recognize(regex.program) if not more else None
@@ -194,8 +195,8 @@ class FusedBPE(FusedPath):
         self.shape = known[0] if known is not None else SHAPE_VM
         rx = structs.make_regex(program, behavior, invert, known, [(r.program, b, i) for r, b, i in more])
         # indexed by parse_special
-        self.pipes = (structs.make_bpe_pipe(structs.make_trie(tok._match_plain), rx, vocab),
-                      structs.make_bpe_pipe(structs.make_trie(tok._match_all), rx, vocab))
+        self.pipes = (structs.make_bpe_pipe(tok._match_plain, rx, vocab),
+                      structs.make_bpe_pipe(tok._match_all, rx, vocab))
         self._order_marks = None if form is not None else False  # prepare_documents decides, once
         self._local = threading.local()
         self._states = 0  # threads that have made their buffers
@@ -397,8 +398,8 @@ class FusedBPE(FusedPath):
         while d < n_docs:
             d = fused.encode_docs_bpe(session, buf, doc_starts, doc_ends, d, n_docs, out_ids, doc_out_end)
             if d < n_docs:
-                # a pathological document for the backtracking budget: the staged path (with
-                # memoization) encodes it; the fused kernel resumes after it
+                # a pathological document for the backtracking budget, or added tokens under a rule
+                # the kernel leaves to it: the staged path encodes it; the fused kernel resumes after it
                 seg = buf[doc_starts[d]:doc_ends[d]]
                 ids, _, _ = self.tok._encode_staged(seg, parse_special, want_spans=False)
                 extra[d] = ids

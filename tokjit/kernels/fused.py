@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
+from tokjit.kernels.added_tokens import (DEFER_TO_STAGED, added_token_matches, ruled_token_matches,
+                                        trie_arrays)
 from tokjit.kernels.atomics import CLAIMED, FINISHED, N_CHUNKS, fetch_add, wait_for
 from tokjit.kernels.split import SPLIT_ISOLATED, SPLIT_REMOVED, apply_split_behavior
 from tokjit.kernels.regex_vm import find_matches, split_in_steps
 from tokjit.kernels.split_known import DEFER, NOT_TILED, SHAPE_LLAMACPP, SHAPE_VM, split_known
-from tokjit.kernels.llamacpp_split import (STEP_CUSTOM, STEP_CUSTOM_LLAMA3, STEP_VIEW_COLLAPSE, STEP_VIEW_REGEX,
-                                           build_view, custom_split, isolate_view_matches)
+from tokjit.kernels.llamacpp_split import llamacpp_pieces
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable_key
 from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
                                         release_gil, retake_gil, text_utf8, thread_session)
@@ -25,11 +25,13 @@ from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, SCAN_LIMIT, b
 from tokjit.kernels.memops import copy_from_address, prefetch_row
 from tokjit.kernels.piece_cache import (INLINE_IDS, MAX_CACHED, MAX_PIECE, cache_emit, cache_find_key, cache_put_key,
                                         cacheable_key, home_row, met_before, piece_key, piece_words)
-from tokjit.kernels.structs import BPE_SESSION, borrow, struct_at
+from tokjit.kernels.structs import BPE_SESSION, RULES_NONE, borrow, struct_at
 from tokjit.kernels.utf8 import decode_bmp
 
 STATUS_OK = 0
-STATUS_REGEX_STACK = 1  # the regex needs a larger backtrack stack or memoization: redo this doc in Python
+# redo this document in the staged pipeline: its regex needs memoization, or its added tokens a rule the
+# kernel leaves to it
+STATUS_STAGED = 1
 STATUS_OUT_FULL = 2  # output buffer full: grow and resume at this doc
 
 
@@ -58,7 +60,7 @@ LEAN_PIECE_BYTES = min(SCAN_LIMIT, MAX_PIECE)
 PREFETCH_AHEAD = 16
 
 GROW = -1  # encode_text_bpe: the thread's buffers are too small for this text (need in io[2])
-FALLBACK = -2  # encode_text_bpe: the regex needs the memoizing (staged) path for this text
+FALLBACK = -2  # encode_text_bpe: the staged pipeline encodes this text (STATUS_STAGED)
 
 
 @njit(cache=True, _nrt=False)
@@ -232,6 +234,8 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     """
     pipe, sp, bs = borrow(session, "pipe"), borrow(session, "spans"), borrow(session, "bpe")
     t, rx, v, c = borrow(pipe, "trie"), borrow(pipe, "regex"), borrow(pipe, "vocab"), borrow(bs, "cache")
+    rules = borrow(pipe, "rules")
+    ruled = borrow(rules, "mode") != RULES_NONE
     at_first, at_child_start, at_child_count, at_edge_byte, at_edge_target, at_token = trie_arrays(t)
     rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff, rx_ranges, rx_gc, rx_roles = (
         borrow(rx, "prog"), borrow(rx, "rep_info"), borrow(rx, "cls_ascii"), borrow(rx, "cls_mask"),
@@ -275,8 +279,19 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             io[0] = n_out
             return d
         rx_params[1] = STEP_BUDGET_PER_BYTE * (de - ds + 1) + 100_000
-        n_added = added_token_matches(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
-                                      at_edge_target, at_token, at_starts, at_ends, at_ids)
+        if ruled:
+            # the scratch spans are free until the pieces: occurrences in the piece arrays (twice the
+            # text's bytes: a run of spaces occurs as every token of spaces it holds) and the match
+            # arrays' bytes, claimed bytes in tok_starts'
+            n_added = ruled_token_matches(t, rules, buf, ds, de, piece_starts, piece_ends, match_starts.view(np.int32),
+                                          tok_starts.view(np.uint8), at_starts, at_ends, at_ids)
+            if n_added == DEFER_TO_STAGED:
+                io[1] = STATUS_STAGED
+                io[0] = n_out
+                return d
+        else:
+            n_added = added_token_matches(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
+                                          at_edge_target, at_token, at_starts, at_ends, at_ids)
         doc_begin = n_out
         pos = ds
         for a in range(n_added + 1):
@@ -284,45 +299,21 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             if seg_end > pos:
                 n_p = NOT_TILED
                 if shape == SHAPE_LLAMACPP:
-                    # llama.cpp's steps (kernels.llamacpp_split; code point flags: rx_roles): the span
+                    # llama.cpp's steps (kernels.llamacpp_split; the plan in the shape flags): the span
                     # arrays the piece loop uses later are their scratch; their pieces tile the segment
-                    match_starts[0] = pos
-                    match_ends[0] = seg_end
-                    n_p = 1
-                    if (shape_flags & STEP_VIEW_REGEX) != 0:
-                        # the view (match_ends' bytes; tok_* map offsets both ways), the matches on it
-                        # (match_starts, in halves), the matches and gaps as pieces
-                        view = match_ends.view(np.uint8)
-                        n_view = build_view(buf[pos:seg_end], seg_end - pos, rx_roles,
-                                            (shape_flags & STEP_VIEW_COLLAPSE) != 0, view, tok_starts, tok_ends)
-                        half = match_starts.shape[0] // 2
-                        n_m = find_matches(view, 0, n_view, rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff,
-                                           rx_ranges, rx_gc, rx_params, match_starts[:half], match_starts[half:],
-                                           rx_stack)
-                        if n_m < 0:
-                            io[1] = STATUS_REGEX_STACK
-                            io[0] = doc_begin
-                            return d
-                        n_p = isolate_view_matches(0, seg_end - pos, match_starts[:half], match_starts[half:], n_m,
-                                                   tok_ends, pos, piece_starts, piece_ends, 0)
-                        if (shape_flags & STEP_CUSTOM) != 0:
-                            for k in range(n_p):
-                                match_starts[k] = piece_starts[k]
-                                match_ends[k] = piece_ends[k]
-                    if (shape_flags & STEP_CUSTOM) != 0:
-                        n_p = custom_split(buf, match_starts, match_ends, n_p, rx_roles,
-                                           np.int64(1 if (shape_flags & STEP_CUSTOM_LLAMA3) != 0 else 0), tok_starts,
-                                           tok_ends, piece_starts, piece_ends)
-                    elif (shape_flags & STEP_VIEW_REGEX) == 0:
-                        piece_starts[0] = pos
-                        piece_ends[0] = seg_end
+                    n_p = llamacpp_pieces(rx, buf, pos, seg_end, rx_params, match_starts, match_ends, rx_stack,
+                                          tok_starts, tok_ends, piece_starts, piece_ends)
+                    if n_p < 0:
+                        io[1] = STATUS_STAGED
+                        io[0] = doc_begin
+                        return d
                 elif n_splits > 1:
                     # a sequence of splits: each pattern on the pieces of the one before (tok_* their
                     # scratch), the VM for all
                     n_p = split_in_steps(rx, buf, pos, seg_end, rx_params, match_starts, match_ends, rx_stack,
                                          tok_starts, tok_ends, piece_starts, piece_ends)
                     if n_p < 0:
-                        io[1] = STATUS_REGEX_STACK
+                        io[1] = STATUS_STAGED
                         io[0] = doc_begin
                         return d
                 elif shape != SHAPE_VM and (isolated != 0 or matches_only):
@@ -342,7 +333,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                         n_m = find_matches(buf, pos, seg_end, rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff,
                                            rx_ranges, rx_gc, rx_params, match_starts, match_ends, rx_stack)
                     if n_m < 0:
-                        io[1] = STATUS_REGEX_STACK
+                        io[1] = STATUS_STAGED
                         io[0] = doc_begin
                         return d
                     n_p = apply_split_behavior(pos, seg_end, match_starts, match_ends, n_m, behavior, invert,

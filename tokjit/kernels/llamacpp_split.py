@@ -7,14 +7,18 @@ on a copy of the text llama.cpp makes first (:func:`build_view`: non-ASCII white
 with a pattern that names categories every other non-ASCII code point as its category's
 placeholder); the matches and the gaps between them are the pieces (:func:`isolate_view_matches`).
 The staged pre-tokenizer (:class:`tokjit.pipeline.llamacpp.LlamaCppRegexSplit`) and the fused
-byte-level BPE kernel (:mod:`tokjit.kernels.fused`, for up to one pattern then one splitter: the STEP_*
-bits) both run these, with the code point flags of :func:`tokjit.pipeline.llamacpp.cpt_flags`.
+byte-level BPE kernel (:mod:`tokjit.kernels.fused`, through :func:`llamacpp_pieces`: any sequence of
+patterns and splitters, the PLAN_* steps) both run these, with the code point flags of
+:func:`tokjit.pipeline.llamacpp.cpt_flags`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from tokjit.kernels.regex_vm import find_matches
+from tokjit.kernels.structs import STEP_CLASSES, STEP_N_MEMO, STEP_PROG, STEP_RANGES, STEP_REP, STEP_ROFF, borrow
 
 # category codes of data/llamacpp_unicode.npz (scripts/gen_llamacpp_unicode.py)
 UNDEF, NUMBER, LETTER, SEPARATOR, MARK, PUNCT, SYMBOL, CONTROL = range(8)
@@ -24,13 +28,27 @@ CAT_MASK = 0x7F
 # of its category (0xD0: any category without one), by category code
 PLACEHOLDER_OF_CATEGORY = (0xD0, 0xD1, 0xD2, 0xD0, 0xD4, 0xD3, 0xD5, 0xD0)
 
-# The steps of a llama.cpp pre-tokenizer the fused byte-level BPE kernel runs itself (its regex's shape
-# SHAPE_LLAMACPP, these bits in the shape flags): a std::regex pattern on the view of the text (the
-# regex's program), then the hand-written splitter on each of its pieces; either may be alone.
-STEP_VIEW_REGEX = 1
-STEP_VIEW_COLLAPSE = 2  # the view is the collapsed one (the pattern names categories)
-STEP_CUSTOM = 4
-STEP_CUSTOM_LLAMA3 = 8  # the Llama 3 splitter (else GPT-2's)
+# The steps of a llama.cpp pre-tokenizer as the fused byte-level BPE kernel runs them (its regex's
+# shape SHAPE_LLAMACPP): a plan of up to PLAN_STEPS steps, PLAN_BITS each in the shape flags, the first
+# lowest; each std::regex step takes the next program of the regex structure (its ``steps`` rows)
+PLAN_BITS = 4
+PLAN_STEPS = 15
+PLAN_END = 0
+PLAN_VIEW_REGEX = 1  # a std::regex pattern on the view of the text
+PLAN_VIEW_REGEX_COLLAPSED = 2  # the same on the collapsed view (the pattern names categories)
+PLAN_GPT2 = 3  # llama.cpp's hand-written GPT-2 splitter
+PLAN_LLAMA3 = 4  # its Llama 3 splitter
+ERR_VIEW = -4  # llamacpp_pieces: the segment is not valid UTF-8 (the staged path takes it)
+
+
+def plan_word(kinds) -> int:
+    """The shape flags of a plan: ``kinds`` (PLAN_* values) in order, at most PLAN_STEPS."""
+    if not 1 <= len(kinds) <= PLAN_STEPS:
+        raise ValueError(f"a plan has 1 to {PLAN_STEPS} steps, not {len(kinds)}")
+    word = 0
+    for k, kind in enumerate(kinds):
+        word |= int(kind) << (PLAN_BITS * k)
+    return word
 
 
 # --------------------------------------------------------------------------------------------------
@@ -230,14 +248,20 @@ def custom_split(buf, starts, ends, n_pieces, flags, kind, cps, offs, out_starts
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def build_view(buf, n_buf, flags, collapse, view, view_of_orig, orig_of_view):
+def build_view(buf, n_buf, flags, collapse, view, view_of_orig, orig_of_view, strict):
     """Copy of ``buf`` as llama.cpp's std::regex sees it; returns its length in bytes.
 
-    Every non-ASCII whitespace code point becomes ``\\v``. With ``collapse`` every other non-ASCII
-    code point becomes its category's placeholder (PLACEHOLDER_OF_CATEGORY: U+00D0..U+00D5, two UTF-8 bytes),
-    else it is copied. ``view_of_orig[i]`` maps original byte offsets (code point starts and the end) to
-    view offsets, ``orig_of_view`` the other way. O(bytes); view needs at most len(buf) bytes.
+    Code points are read as llama.cpp reads them (:func:`decode_utf8`: a malformed byte is U+FFFD on
+    its own; so is a 4-byte form past U+10FFFF). Every non-ASCII whitespace code point becomes
+    ``\\v``. With ``collapse`` every other non-ASCII code point becomes its category's placeholder
+    (PLACEHOLDER_OF_CATEGORY: U+00D0..U+00D5, two UTF-8 bytes), else it is copied, U+FFFD as its three
+    bytes: the regex engine reads valid UTF-8 only. ``view_of_orig[i]`` maps original byte offsets (code point starts and the end) to
+    view offsets, ``orig_of_view`` the other way. O(bytes). The view needs at most 3 * len(buf) bytes
+    (len(buf) for valid UTF-8), ``orig_of_view`` one more entry; returns -1 when they hold fewer, and
+    with ``strict`` -2 at a malformed byte (the fused kernel leaves such text to the staged pipeline,
+    whose BPE of the raw bytes it would not match).
     """
+    room = min(view.shape[0], orig_of_view.shape[0] - 1)
     i = 0
     v = 0
     while i < n_buf:
@@ -245,28 +269,37 @@ def build_view(buf, n_buf, flags, collapse, view, view_of_orig, orig_of_view):
         if b < 0x80:
             k = 1
             cp = b
-        elif b >= 0xF0:
-            k = 4
-            cp = b & 0x07
-        elif b >= 0xE0:
-            k = 3
-            cp = b & 0x0F
         else:
-            k = 2
-            cp = b & 0x1F
-        if i + k > n_buf:
-            k = n_buf - i
-        for j in range(1, k):
-            cp = (cp << 6) | (np.int64(buf[i + j]) & 0x3F)
+            k = 0  # malformed unless a lead byte is followed by its continuation bytes
+            if 0xC0 <= b < 0xF8:
+                k = 2 if b < 0xE0 else 3 if b < 0xF0 else 4
+                cp = b & (0x1F if k == 2 else 0x0F if k == 3 else 0x07)
+                if i + k > n_buf:
+                    k = 0
+                else:
+                    for j in range(1, k):
+                        c = np.int64(buf[i + j])
+                        if (c & 0xC0) != 0x80:
+                            k = 0
+                            break
+                        cp = (cp << 6) | (c & 0x3F)
+            if k == 0 or cp >= 0x110000:
+                if strict:
+                    return -2
+                k = max(k, 1)
+                cp = 0xFFFD
+                b = 0  # written as U+FFFD's bytes below
+        if v + (3 if b == 0 else k) > room:  # only U+FFFD for a malformed byte writes more than it reads
+            return -1
         view_of_orig[i] = v
         for j in range(1, k):
             view_of_orig[i + j] = v  # continuation bytes are never piece bounds
         if cp < 0x80:
-            view[v] = b
+            view[v] = cp  # an overlong form is the ASCII character to std::regex
             orig_of_view[v] = i
             v += 1
         else:
-            fl = np.int64(flags[cp]) if cp < 0x110000 else UNDEF
+            fl = np.int64(flags[cp])
             if (fl & WS_BIT) != 0:
                 view[v] = 0x0B
                 orig_of_view[v] = i
@@ -278,6 +311,13 @@ def build_view(buf, n_buf, flags, collapse, view, view_of_orig, orig_of_view):
                 orig_of_view[v] = i
                 orig_of_view[v + 1] = i
                 v += 2
+            elif b == 0:
+                view[v] = 0xEF
+                view[v + 1] = 0xBF
+                view[v + 2] = 0xBD
+                for j in range(3):
+                    orig_of_view[v + j] = i
+                v += 3
             else:
                 for j in range(k):
                     view[v + j] = buf[i + j]
@@ -313,3 +353,78 @@ def isolate_view_matches(start, end, m_starts, m_ends, n_matches, orig_of_view, 
         out_ends[n_out] = end + shift
         n_out += 1
     return n_out
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def llamacpp_pieces(rx, buf, start, end, params, match_starts, match_ends, stack, tok_starts, tok_ends, piece_starts,
+                    piece_ends):
+    """The pieces of ``buf[start:end]`` after llama.cpp's pre-tokenizer steps (``unicode_regex_split``:
+    each step splits every piece of the step before), in ``piece_*`` from 0; returns their number, or a
+    negative :func:`~tokjit.kernels.regex_vm.find_matches` code (the caller takes the staged path).
+
+    ``rx`` is the REGEX structure: its shape flags hold the plan (PLAN_*), its ``steps`` rows the
+    programs of the std::regex steps in order, its roles the code point flags. A std::regex step runs
+    on the view of the segment (:func:`build_view`, built again when the kind of view changes or a
+    splitter used its scratch), on each piece's span alone, and keeps matches and gaps
+    (:func:`isolate_view_matches`); a splitter step is :func:`custom_split`. Scratch: the pieces of
+    one step and the next in the two halves of ``piece_*``, the view in ``match_ends``' bytes, one
+    piece's matches in the halves of ``match_starts``, the offset maps (and the splitters' code
+    points) in ``tok_*``; ``params`` as find_matches takes them (n_memo set per step).
+    O(bytes x steps x pattern cost)."""
+    plan = borrow(rx, "shape_flags")
+    roles = borrow(rx, "roles")
+    steps = borrow(rx, "steps")
+    prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc = (
+        borrow(rx, "prog"), borrow(rx, "rep_info"), borrow(rx, "cls_ascii"), borrow(rx, "cls_mask"),
+        borrow(rx, "cls_neg"), borrow(rx, "cls_roff"), borrow(rx, "cls_ranges"), borrow(rx, "gc"))
+    half = piece_starts.shape[0] // 2
+    m_half = match_starts.shape[0] // 2
+    m_starts, m_ends = match_starts[:m_half], match_starts[m_half:]
+    view = match_ends.view(np.uint8)
+    piece_starts[0] = start
+    piece_ends[0] = end
+    n = 1
+    at = 0  # where the current pieces start in piece_*: 0 or half
+    view_kind = PLAN_END  # the view in ``view`` (PLAN_VIEW_REGEX or _COLLAPSED), none yet
+    n_view = 0
+    k_prog = 0
+    for k in range(PLAN_STEPS):
+        kind = (plan >> (PLAN_BITS * k)) & ((1 << PLAN_BITS) - 1)
+        if kind == PLAN_END:
+            break
+        nxt = half - at
+        cur_s, cur_e = piece_starts[at:at + half], piece_ends[at:at + half]
+        out_s, out_e = piece_starts[nxt:nxt + half], piece_ends[nxt:nxt + half]
+        if kind == PLAN_GPT2 or kind == PLAN_LLAMA3:
+            n = custom_split(buf, cur_s, cur_e, n, roles, np.int64(1 if kind == PLAN_LLAMA3 else 0), tok_starts,
+                             tok_ends, out_s, out_e)
+            view_kind = PLAN_END  # tok_* were its scratch
+        else:
+            if view_kind != kind:
+                n_view = build_view(buf[start:end], end - start, roles, kind == PLAN_VIEW_REGEX_COLLAPSED, view,
+                                    tok_starts, tok_ends, True)
+                if n_view < 0:
+                    return ERR_VIEW
+                view_kind = kind
+            row = steps[k_prog]
+            k_prog += 1
+            p0, p1, r0, r1 = row[STEP_PROG], row[STEP_PROG + 1], row[STEP_REP], row[STEP_REP + 1]
+            c0, c1, g0, g1 = row[STEP_CLASSES], row[STEP_CLASSES + 1], row[STEP_RANGES], row[STEP_RANGES + 1]
+            o0, o1 = row[STEP_ROFF], row[STEP_ROFF + 1]
+            params[2] = row[STEP_N_MEMO]
+            n_next = 0
+            for p in range(n):
+                s, e = cur_s[p] - start, cur_e[p] - start
+                n_m = find_matches(view, tok_starts[s], tok_starts[e], prog[p0:p1], rep_info[r0:r1],
+                                   cls_ascii[c0:c1], cls_mask[c0:c1], cls_neg[c0:c1], cls_roff[o0:o1],
+                                   cls_ranges[g0:g1], gc, params, m_starts, m_ends, stack)
+                if n_m < 0:
+                    return n_m
+                n_next = isolate_view_matches(s, e, m_starts, m_ends, n_m, tok_ends, start, out_s, out_e, n_next)
+            n = n_next
+        at = nxt
+    if at != 0:
+        for p in range(n):
+            piece_starts[p] = piece_starts[at + p]
+            piece_ends[p] = piece_ends[at + p]
+    return n

@@ -158,6 +158,52 @@ def make_trie(matcher) -> Trie:
                       _arr(m.edge_byte, np.uint8), _arr(m.edge_target, np.int64), _arr(m.node_token, np.int64)))
 
 
+# the rules an added-token set adds to the trie's leftmost-longest matches
+# (tokjit.kernels.added_tokens.ruled_token_matches): ``mode`` (RULES_*), then per token id its
+# flags (lstrip 1, rstrip 2, single_word 4), its length in bytes and llama.cpp's visiting rank
+AddedRulesType, AddedRules, ADDED_RULES = _declare("AddedRules", [
+    ("mode", types.int64), ("flags", _U8), ("token_len", _I64), ("priority", _I64),
+])
+
+
+@njit(cache=True)
+def _new_added_rules(fields):
+    s = structref.new(ADDED_RULES)
+    s.mode = fields[0]
+    s.flags = fields[1]
+    s.token_len = fields[2]
+    s.priority = fields[3]
+    return s
+
+
+# ADDED_RULES modes and per-token flags (tokjit.kernels.added_tokens.ruled_token_matches)
+RULES_NONE, RULES_HF, RULES_LLAMACPP = 0, 1, 2
+RULE_LSTRIP, RULE_RSTRIP, RULE_SINGLE_WORD = 1, 2, 4
+
+
+def _rule_arrays(matcher):
+    """(flags, length in bytes, llama.cpp's visiting rank), each indexed by token id."""
+    n_ids = max(matcher.tokens) + 1 if matcher.tokens else 1
+    flags = np.zeros(n_ids, np.uint8)
+    for t in matcher.tokens.values():
+        flags[t.id] = (RULE_LSTRIP if t.lstrip else 0) | (RULE_RSTRIP if t.rstrip else 0) | \
+            (RULE_SINGLE_WORD if t.single_word else 0)
+    if matcher.longest_first:
+        return flags, matcher.token_len, matcher.token_priority
+    return flags, np.zeros(n_ids, np.int64), np.zeros(n_ids, np.int64)
+
+
+def make_added_rules(matcher) -> AddedRules:
+    """The ADDED_RULES of an :class:`~tokjit.pipeline.added_tokens.AddedTokenMatcher`: none (plain
+    leftmost-longest), HF's lstrip / rstrip / single_word, or llama.cpp's longest-first partition."""
+    m = matcher
+    mode = RULES_LLAMACPP if m.longest_first else RULES_HF if m.has_flags else RULES_NONE
+    flags, token_len, priority = _rule_arrays(m) if mode != RULES_NONE else \
+        (np.zeros(1, np.uint8), np.zeros(1, np.int64), np.zeros(1, np.int64))
+    return _new_added_rules((np.int64(mode), _arr(flags, np.uint8), _arr(token_len, np.int64),
+                             _arr(priority, np.int64)))
+
+
 # -------------------------------------------------------------------------------------------------
 # compiled split regex (tokjit.regex.compiler.Program) and the split behaviour
 
@@ -429,7 +475,9 @@ def _arr(a, dtype) -> np.ndarray:
 # -------------------------------------------------------------------------------------------------
 # byte-level BPE pipeline: added tokens -> split regex -> BPE (one per tokenizer and parse_special)
 
-BPEPipeType, BPEPipe, BPE_PIPE = _declare("BPEPipe", [("trie", TRIE), ("regex", REGEX), ("vocab", BPE_VOCAB)])
+BPEPipeType, BPEPipe, BPE_PIPE = _declare("BPEPipe", [
+    ("trie", TRIE), ("rules", ADDED_RULES), ("regex", REGEX), ("vocab", BPE_VOCAB),
+])
 
 
 @njit(cache=True)
@@ -438,8 +486,9 @@ def _new_bpe_pipe(fields):
     with one per field would pass numba's 16-parameter budget)."""
     s = structref.new(BPE_PIPE)
     s.trie = fields[0]
-    s.regex = fields[1]
-    s.vocab = fields[2]
+    s.rules = fields[1]
+    s.regex = fields[2]
+    s.vocab = fields[3]
     return s
 
 
@@ -460,8 +509,9 @@ def _new_bpe_session(fields):
     return s
 
 
-def make_bpe_pipe(trie, regex, vocab) -> BPEPipe:
-    return _new_bpe_pipe((trie, regex, vocab))
+def make_bpe_pipe(matcher, regex, vocab) -> BPEPipe:
+    """The pipeline of one added-token set (trie and rules), split regex and vocabulary."""
+    return _new_bpe_pipe((make_trie(matcher), make_added_rules(matcher), regex, vocab))
 
 
 def make_bpe_session(pipe, spans, bpe) -> BPESession:

@@ -426,10 +426,10 @@ class LlamaCppRegexSplit:
 
     def _view(self, buf, collapse):
         n = buf.shape[0]
-        view = np.empty(max(n, 1), np.uint8)
+        view = np.empty(3 * n + 1, np.uint8)  # a malformed byte is U+FFFD's three
         v_of_o = np.empty(n + 1, np.int64)
-        o_of_v = np.empty(n + 1, np.int64)
-        m = build_view(buf, np.int64(n), self.flags, collapse, view, v_of_o, o_of_v)
+        o_of_v = np.empty(3 * n + 2, np.int64)
+        m = build_view(buf, np.int64(n), self.flags, collapse, view, v_of_o, o_of_v, False)
         return view[:m], v_of_o, o_of_v[:m + 1]
 
     @staticmethod
