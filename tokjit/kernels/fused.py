@@ -298,20 +298,16 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
             seg_end = at_starts[a] if a < n_added else de
             if seg_end > pos:
                 n_p = NOT_TILED
-                if shape == SHAPE_LLAMACPP:
-                    # llama.cpp's steps (kernels.llamacpp_split; the plan in the shape flags): the span
-                    # arrays the piece loop uses later are their scratch; their pieces tile the segment
-                    n_p = llamacpp_pieces(rx, buf, pos, seg_end, rx_params, match_starts, match_ends, rx_stack,
-                                          tok_starts, tok_ends, piece_starts, piece_ends)
-                    if n_p < 0:
-                        io[1] = STATUS_STAGED
-                        io[0] = doc_begin
-                        return d
-                elif n_splits > 1:
-                    # a sequence of splits: each pattern on the pieces of the one before (tok_* their
-                    # scratch), the VM for all
-                    n_p = split_in_steps(rx, buf, pos, seg_end, rx_params, match_starts, match_ends, rx_stack,
-                                         tok_starts, tok_ends, piece_starts, piece_ends)
+                if shape == SHAPE_LLAMACPP or n_splits > 1:
+                    # llama.cpp's steps (kernels.llamacpp_split; the plan in the shape flags), or a
+                    # sequence of splits (each pattern on the pieces of the one before, the VM for all):
+                    # the span arrays the piece loop uses later are their scratch
+                    if shape == SHAPE_LLAMACPP:
+                        n_p = llamacpp_pieces(rx, buf, pos, seg_end, rx_params, match_starts, match_ends, rx_stack,
+                                              tok_starts, tok_ends, piece_starts, piece_ends)
+                    else:
+                        n_p = split_in_steps(rx, buf, pos, seg_end, rx_params, match_starts, match_ends, rx_stack,
+                                             tok_starts, tok_ends, piece_starts, piece_ends)
                     if n_p < 0:
                         io[1] = STATUS_STAGED
                         io[0] = doc_begin

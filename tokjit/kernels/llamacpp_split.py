@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.regex_vm import find_matches
-from tokjit.kernels.structs import STEP_CLASSES, STEP_N_MEMO, STEP_PROG, STEP_RANGES, STEP_REP, STEP_ROFF, borrow
+from tokjit.kernels.regex_vm import find_step_matches
+from tokjit.kernels.structs import borrow
 
 # category codes of data/llamacpp_unicode.npz (scripts/gen_llamacpp_unicode.py)
 UNDEF, NUMBER, LETTER, SEPARATOR, MARK, PUNCT, SYMBOL, CONTROL = range(8)
@@ -255,8 +255,8 @@ def build_view(buf, n_buf, flags, collapse, view, view_of_orig, orig_of_view, st
     its own; so is a 4-byte form past U+10FFFF). Every non-ASCII whitespace code point becomes
     ``\\v``. With ``collapse`` every other non-ASCII code point becomes its category's placeholder
     (PLACEHOLDER_OF_CATEGORY: U+00D0..U+00D5, two UTF-8 bytes), else it is copied, U+FFFD as its three
-    bytes: the regex engine reads valid UTF-8 only. ``view_of_orig[i]`` maps original byte offsets (code point starts and the end) to
-    view offsets, ``orig_of_view`` the other way. O(bytes). The view needs at most 3 * len(buf) bytes
+    bytes: the regex engine reads valid UTF-8 only. ``view_of_orig[i]`` maps original byte offsets
+    (code point starts and the end) to view offsets, ``orig_of_view`` the other way. O(bytes). The view needs at most 3 * len(buf) bytes
     (len(buf) for valid UTF-8), ``orig_of_view`` one more entry; returns -1 when they hold fewer, and
     with ``strict`` -2 at a malformed byte (the fused kernel leaves such text to the staged pipeline,
     whose BPE of the raw bytes it would not match).
@@ -373,10 +373,6 @@ def llamacpp_pieces(rx, buf, start, end, params, match_starts, match_ends, stack
     O(bytes x steps x pattern cost)."""
     plan = borrow(rx, "shape_flags")
     roles = borrow(rx, "roles")
-    steps = borrow(rx, "steps")
-    prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc = (
-        borrow(rx, "prog"), borrow(rx, "rep_info"), borrow(rx, "cls_ascii"), borrow(rx, "cls_mask"),
-        borrow(rx, "cls_neg"), borrow(rx, "cls_roff"), borrow(rx, "cls_ranges"), borrow(rx, "gc"))
     half = piece_starts.shape[0] // 2
     m_half = match_starts.shape[0] // 2
     m_starts, m_ends = match_starts[:m_half], match_starts[m_half:]
@@ -406,22 +402,16 @@ def llamacpp_pieces(rx, buf, start, end, params, match_starts, match_ends, stack
                 if n_view < 0:
                     return ERR_VIEW
                 view_kind = kind
-            row = steps[k_prog]
-            k_prog += 1
-            p0, p1, r0, r1 = row[STEP_PROG], row[STEP_PROG + 1], row[STEP_REP], row[STEP_REP + 1]
-            c0, c1, g0, g1 = row[STEP_CLASSES], row[STEP_CLASSES + 1], row[STEP_RANGES], row[STEP_RANGES + 1]
-            o0, o1 = row[STEP_ROFF], row[STEP_ROFF + 1]
-            params[2] = row[STEP_N_MEMO]
             n_next = 0
             for p in range(n):
                 s, e = cur_s[p] - start, cur_e[p] - start
-                n_m = find_matches(view, tok_starts[s], tok_starts[e], prog[p0:p1], rep_info[r0:r1],
-                                   cls_ascii[c0:c1], cls_mask[c0:c1], cls_neg[c0:c1], cls_roff[o0:o1],
-                                   cls_ranges[g0:g1], gc, params, m_starts, m_ends, stack)
+                n_m = find_step_matches(rx, k_prog, view, tok_starts[s], tok_starts[e], params, m_starts, m_ends,
+                                        stack)
                 if n_m < 0:
                     return n_m
                 n_next = isolate_view_matches(s, e, m_starts, m_ends, n_m, tok_ends, start, out_s, out_e, n_next)
             n = n_next
+            k_prog += 1
         at = nxt
     if at != 0:
         for p in range(n):

@@ -460,6 +460,21 @@ def find_matches_in(rx, buf, start, end, params, out_starts, out_ends, stack):
                         rx.cls_ranges, rx.gc, params, out_starts, out_ends, stack)
 
 
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def find_step_matches(rx, k, buf, start, end, params, m_starts, m_ends, stack):
+    """:func:`find_matches` with program ``k`` of a REGEX holding several (its ``steps`` row ``k``, see
+    ``tokjit.kernels.structs.make_regex``); sets ``params``' n_memo to that program's."""
+    row = borrow(rx, "steps")[k]
+    p0, p1, r0, r1 = row[STEP_PROG], row[STEP_PROG + 1], row[STEP_REP], row[STEP_REP + 1]
+    c0, c1, g0, g1 = row[STEP_CLASSES], row[STEP_CLASSES + 1], row[STEP_RANGES], row[STEP_RANGES + 1]
+    o0, o1 = row[STEP_ROFF], row[STEP_ROFF + 1]
+    params[2] = row[STEP_N_MEMO]
+    return find_matches(buf, start, end, borrow(rx, "prog")[p0:p1], borrow(rx, "rep_info")[r0:r1],
+                        borrow(rx, "cls_ascii")[c0:c1], borrow(rx, "cls_mask")[c0:c1], borrow(rx, "cls_neg")[c0:c1],
+                        borrow(rx, "cls_roff")[o0:o1], borrow(rx, "cls_ranges")[g0:g1], borrow(rx, "gc"), params,
+                        m_starts, m_ends, stack)
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def split_in_steps(rx, buf, start, end, params, m_starts, m_ends, stack, tmp_starts, tmp_ends, out_starts, out_ends):
     """The pieces of ``buf[start:end]`` after a sequence of regex splits (HF's Sequence of Split
@@ -473,9 +488,6 @@ def split_in_steps(rx, buf, start, end, params, m_starts, m_ends, stack, tmp_sta
     :func:`find_matches` takes them, n_memo set per split. Returns a negative :func:`find_matches`
     code when one fails (the caller takes the memoizing path). O(bytes x splits x pattern cost)."""
     steps = borrow(rx, "steps")
-    prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc = (
-        borrow(rx, "prog"), borrow(rx, "rep_info"), borrow(rx, "cls_ascii"), borrow(rx, "cls_mask"),
-        borrow(rx, "cls_neg"), borrow(rx, "cls_roff"), borrow(rx, "cls_ranges"), borrow(rx, "gc"))
     n = 0
     if end > start:
         out_starts[0] = start
@@ -483,15 +495,10 @@ def split_in_steps(rx, buf, start, end, params, m_starts, m_ends, stack, tmp_sta
         n = 1
     for k in range(steps.shape[0]):
         row = steps[k]
-        p0, p1, r0, r1 = row[STEP_PROG], row[STEP_PROG + 1], row[STEP_REP], row[STEP_REP + 1]
-        c0, c1, g0, g1 = row[STEP_CLASSES], row[STEP_CLASSES + 1], row[STEP_RANGES], row[STEP_RANGES + 1]
-        o0, o1 = row[STEP_ROFF], row[STEP_ROFF + 1]
-        params[2] = row[STEP_N_MEMO]
         n_next = 0
         for p in range(n):
             s, e = out_starts[p], out_ends[p]
-            n_m = find_matches(buf, s, e, prog[p0:p1], rep_info[r0:r1], cls_ascii[c0:c1], cls_mask[c0:c1],
-                               cls_neg[c0:c1], cls_roff[o0:o1], cls_ranges[g0:g1], gc, params, m_starts, m_ends, stack)
+            n_m = find_step_matches(rx, k, buf, s, e, params, m_starts, m_ends, stack)
             if n_m < 0:
                 return n_m
             # each piece's spans on their own: a merging behaviour never joins the pieces of two pieces
