@@ -307,10 +307,11 @@ class FusedUnigramHF(FusedUnigram):
         self._local = threading.local()
 
     def _session(self, pipe, st: _UnigramThread):
-        return kernel.make_unigram_hf_session(pipe, st.spans.struct, st.buffers, st.lattice)
+        return kernel.make_unigram_hf_session(pipe, st.spans.struct, st.buffers, st.lattice, st.words)
 
     def _words(self):
-        return None
+        # the thread's piece cache (kept across buffer growth, as the sentencepiece word cache is)
+        return structs.piece_cache_arrays()[0]
 
     def _norm_for(self, longest: int) -> int:
         # Metaspace writes len(rep) bytes per space and per prepended word

@@ -31,6 +31,8 @@ from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, cod
 from tokjit.kernels.fused import GROW
 from tokjit.kernels.lookup import bytes_equal, hash_bytes
 from tokjit.kernels.memops import copy_from_address, prefetch_row
+from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find_key, cache_put_key, cacheable_key,
+                                        home_row)
 from tokjit.kernels.unigram import (ARITH_CERT, ARITH_SPM, ID_USER_DEFINED, MISSING_UNK, SPM_SCORE_RESET, _char_len, _viterbi,
                       emit_path, unigram_encode)
 from tokjit.kernels.wordpiece import bert_pre_tokenize
@@ -219,18 +221,22 @@ def make_unigram_spm_session(pipe, spans, bufs, lattice, words):
     return s
 
 
+# ``cache``: the thread's piece -> ids cache (tokjit.kernels.piece_cache): HF runs the Viterbi on
+# each pre-tokenized piece alone, so a piece's ids depend on its bytes only
 UnigramHFSessionType, UnigramHFSession, UNIGRAM_HF_SESSION = structs._declare("UnigramHFSession", [
     ("pipe", UNIGRAM_HF_PIPE), ("spans", structs.SPANS), ("bufs", UNIGRAM_BUFFERS), ("lattice", LATTICE),
+    ("cache", structs.PIECE_CACHE),
 ], __name__)
 
 
 @njit(cache=True)
-def make_unigram_hf_session(pipe, spans, bufs, lattice):
+def make_unigram_hf_session(pipe, spans, bufs, lattice, cache):
     s = structref.new(UNIGRAM_HF_SESSION)
     s.pipe = pipe
     s.spans = spans
     s.bufs = bufs
     s.lattice = lattice
+    s.cache = cache
     return s
 
 
@@ -249,6 +255,7 @@ WORD_MAX_BYTES = 64
 WORD_POOL_BYTES = 1 << 19
 WORD_POOL_IDS = 1 << 18
 WORD_AHEAD = 8  # words whose rows are prefetched before their lookup
+PIECE_AHEAD = 8  # encode_docs_unigram_hf: pieces whose cache rows are prefetched before their lookup
 WORD_RING = 16  # power of two > WORD_AHEAD: slots of the lookahead ring (end, hash per word)
 # A slot is one 64-byte row, so a lookup touches one cache line: int64 fields of ``wc_meta``, the word's
 # bytes (``WM_BYTES``: length in bits 0-7, 0 = empty slot, pool offset above) and its node scores
@@ -713,7 +720,8 @@ def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_d
     Per segment between raw added tokens: HF's grapheme-wise charsmap (``hf_normalize``), whitespace
     split (``bert_pre_tokenize`` without punctuation), Metaspace (``metaspace_pieces``; "first"
     prepends to the words from the first source character left in the document's normalized text)
-    and the Viterbi per piece. Capacities
+    and the Viterbi per piece, through the thread's piece cache (``session.cache``; words repeat, and
+    HF's Viterbi sees one piece at a time, so its ids are the piece's alone). Capacities
     checked here: ``bufs.cm_*`` the charsmap output; ``bufs.word_*``, ``bufs.prepend`` its length + 1;
     ``bufs.norm_*`` (the Metaspace output), ``spans.piece_*``, the lattice, ``spans.tok_*``
     len(rep) * (2 * charsmap output + 2).
@@ -745,6 +753,9 @@ def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_d
     best_score, best_start, best_id = borrow(lattice, "best_score"), borrow(lattice, "best_start"), \
         borrow(lattice, "best_id")
     path_start, path_end = borrow(lattice, "path_start"), borrow(lattice, "path_end")
+    cache = borrow(session, "cache")
+    cache_rows, cache_bytes, cache_ids, cache_fill = borrow(cache, "rows"), borrow(cache, "byte_pool"), \
+        borrow(cache, "id_pool"), borrow(cache, "fill")
     cm_cap = cm_buf.shape[0]
     ms_cap = ms_buf.shape[0]
     out_cap = out_ids.shape[0]
@@ -812,13 +823,34 @@ def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_d
                         io[2] = n_bytes + n_added + 1 + (de - seg_end) * 4 * (cm_max_rep + r)
                         io[1] = STATUS_GROW_OUT
                         return d
-                    got = unigram_encode(text, piece_starts, piece_ends, n_pieces, (da, scores, id_flags, byte_ids),
+                    # the piece cache first; the row of the piece PIECE_AHEAD on is requested meanwhile
+                    for q in range(min(n_pieces, PIECE_AHEAD)):
+                        prefetch_row(cache_rows, home_row(cache_rows, cacheable_key(text, piece_starts[q],
+                                                                                    piece_ends[q])[0]))
+                    for q in range(n_pieces):
+                        if q + PIECE_AHEAD < n_pieces:
+                            ahead = cacheable_key(text, piece_starts[q + PIECE_AHEAD], piece_ends[q + PIECE_AHEAD])
+                            prefetch_row(cache_rows, home_row(cache_rows, ahead[0]))
+                        ps, pe = piece_starts[q], piece_ends[q]
+                        h, w0, w1 = cacheable_key(text, ps, pe)
+                        cacheable = ps < pe <= ps + MAX_PIECE
+                        if cacheable:
+                            row = cache_find_key(cache_rows, cache_bytes, text, ps, pe, h, w0, w1)
+                            if row >= 0:
+                                n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
+                                continue
+                        got = unigram_encode(text, piece_starts[q:q + 1], piece_ends[q:q + 1], 1,
+                                             (da, scores, id_flags, byte_ids),
                                              (arith, unk_id, unk_score, byte_fallback), out_ids[n_out:], tok_starts,
-                                             tok_ends, (best_score, best_start, best_id, path_start, path_end))
-                    if got == MISSING_UNK:
-                        io[1] = STATUS_MISSING_UNK
-                        return d
-                    n_out += got
+                                             tok_ends,
+                                             (best_score, best_start, best_id, path_start, path_end))
+                        if got == MISSING_UNK:
+                            io[1] = STATUS_MISSING_UNK
+                            return d
+                        if cacheable:
+                            cache_put_key(cache_rows, cache_bytes, cache_ids, cache_fill, text, ps, pe, out_ids, n_out,
+                                          got, h, w0, w1)
+                        n_out += got
             if a < n_added:
                 if n_out + 1 > out_cap:
                     io[2] = n_added + 1
