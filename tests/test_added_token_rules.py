@@ -26,17 +26,10 @@ _SPACES = [" ", "  ", "\t", "\n", "\r\n", "\x0b", "\x0c", "\x85", "\xa0", "\u168
 
 
 def _flagged_llama3(tmp_path):
-    """Llama 3's tokenizer.json with rules on four of its special tokens, as file and HF tokenizer."""
-    hf = pytest.importorskip("tokenizers")
-    data = json.loads(shared_path("data", "hf", "llama3", "tokenizer.json").read_text(encoding="utf-8"))
-    rules = {"<|start_header_id|>": ("lstrip",), "<|end_header_id|>": ("rstrip",),
-             "<|eot_id|>": ("lstrip", "rstrip"), "<|reserved_special_token_5|>": ("single_word",)}
-    for entry in data["added_tokens"]:
-        for flag in rules.get(entry["content"], ()):
-            entry[flag] = True
-    path = tmp_path / "tokenizer.json"
-    path.write_text(json.dumps(data), encoding="utf-8")
-    return path, hf.Tokenizer.from_file(str(path)), list(rules)
+    """Llama 3's tokenizer.json with rules on four of its special tokens."""
+    return _flagged(tmp_path, "llama3", {"<|start_header_id|>": ("lstrip",), "<|end_header_id|>": ("rstrip",),
+                                         "<|eot_id|>": ("lstrip", "rstrip"),
+                                         "<|reserved_special_token_5|>": ("single_word",)})
 
 
 def _texts_around(tokens, n, seed):
@@ -52,6 +45,19 @@ def _texts_around(tokens, n, seed):
             parts.append(rng.choice(_SPACES))
         out.append("".join(parts))
     return out
+
+
+def _flagged(tmp_path, name, rules):
+    """A shared tokenizer.json with ``rules`` ({content: flags}) on its added tokens, as file and HF
+    tokenizer."""
+    hf = pytest.importorskip("tokenizers")
+    data = json.loads(shared_path("data", "hf", name, "tokenizer.json").read_text(encoding="utf-8"))
+    for entry in data["added_tokens"]:
+        for flag in rules.get(entry["content"], ()):
+            entry[flag] = True
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path, hf.Tokenizer.from_file(str(path)), list(rules)
 
 
 def test_hf_rules_fused(tmp_path):
@@ -105,3 +111,38 @@ def test_llamacpp_partition_many_occurrences(shared):
     text = ("def f():\n" + " " * 24 + "return 1\n") * 50 + " " * 5000
     assert tok.encode(text) == _staged(tok, text, False)
     assert tok.encode_batch([text, "a  b"], num_threads=1) == [_staged(tok, text, False), _staged(tok, "a  b", False)]
+
+
+def test_hf_rules_sentencepiece_fused(tmp_path):
+    """The same rules on a SentencePiece-style BPE tokenizer.json (Mistral's: Prepend / Replace, byte
+    fallback; Phi-3's special tokens carry rstrip): the fused SentencePiece kernel runs and its ids are
+    HF's, single calls and batches; a document with a single_word token goes to the staged pipeline
+    inside the batch."""
+    path, ref, tokens = _flagged(tmp_path, "mistral-7b", {"<s>": ("lstrip",), "</s>": ("rstrip",),
+                                                          "<unk>": ("single_word",)})
+    tok = tokjit.load(path)
+    assert type(tok._fused).__name__ == "FusedSentencePiece"
+    texts = _texts_around(tokens, 3000, seed=3) + corpus_lines(step=97)
+    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    assert [tok.encode(t, parse_special=True) for t in texts] == expected
+    assert tok.encode_batch(texts, num_threads=2, parse_special=True) == expected
+    flat, offsets = tok.encode_batch_numpy(texts, num_threads=1, parse_special=True)
+    assert [flat[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == expected
+
+
+def test_llamacpp_partition_sentencepiece_fused(shared):
+    """Phi-3's GGUF (llama.cpp's SentencePiece tokenizer, special tokens with strip flags): the fused
+    SentencePiece kernel runs llama.cpp's partition and gives the staged pipeline's ids (held to
+    llama.cpp by its vectors) on texts around its special tokens and on corpus lines, with
+    special-token text parsed and not, single calls and batches."""
+    path = shared / "data" / "gguf" / "ggml-vocab-phi-3.gguf"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    tok = tokjit.load(path)
+    assert type(tok._fused).__name__ == "FusedSentencePiece"
+    specials = [t.content for t in tok._match_all.tokens.values()][:40]
+    texts = _texts_around(specials, 1500, seed=4) + corpus_lines(step=80)
+    for parse_special in (False, True):
+        expected = [_staged(tok, t, parse_special) for t in texts]
+        assert [tok.encode(t, parse_special=parse_special) for t in texts] == expected
+        assert tok.encode_batch(texts, num_threads=2, parse_special=parse_special) == expected

@@ -33,8 +33,9 @@ def spm_fused_path_for(tok) -> "FusedSentencePiece | None":
         flags = _hf_whitespace_flags(tok)
         if flags is None:
             return None
-    matchers = (tok._match_all, tok._match_plain, tok._match_all_norm, tok._match_plain_norm)
-    if any(m.has_flags for m in matchers):
+    # rules of the raw added tokens run in the kernel (or send a document to the staged pipeline);
+    # the normalized ones' would have to follow the normalization: staged
+    if tok._match_all_norm.has_flags or tok._match_plain_norm.has_flags:
         return None
     return FusedSentencePiece(tok, flags)
 
@@ -93,11 +94,10 @@ class FusedSentencePiece(FusedPath):
         vocab = self.model.kernel_vocab()
         flags = np.int64(ws_flags)
         # indexed by parse_special
-        self.pipes = (
-            kernel.make_spm_pipe(structs.make_trie(tok._match_plain), structs.make_trie(tok._match_plain_norm),
-                                 vocab, flags),
-            kernel.make_spm_pipe(structs.make_trie(tok._match_all), structs.make_trie(tok._match_all_norm),
-                                 vocab, flags))
+        self.pipes = tuple(
+            kernel.make_spm_pipe(structs.make_trie(raw), structs.make_added_rules(raw), structs.make_trie(norm),
+                                 vocab, flags)
+            for raw, norm in ((tok._match_plain, tok._match_plain_norm), (tok._match_all, tok._match_all_norm)))
         self._local = threading.local()
 
     text_kernel = staticmethod(kernel.encode_text_spm)
@@ -119,4 +119,13 @@ class FusedSentencePiece(FusedPath):
         doc_out_end = np.zeros(n_docs, np.int64)
         n = kernel.encode_docs_spm(st.sessions[parse_special], buf, doc_starts, doc_ends, 0, n_docs, out_ids,
                                    doc_out_end)
-        return out_ids[:n], doc_out_end
+        staged = np.flatnonzero(doc_out_end < 0).tolist()
+        if not staged:
+            return out_ids[:n], doc_out_end
+        # documents whose added tokens need the staged pipeline's rules (the kernel wrote none of their ids)
+        extra = {}
+        for d in staged:
+            doc_out_end[d] = -1 - doc_out_end[d]
+            seg = buf[doc_starts[d]:doc_ends[d]]
+            extra[d] = self.tok._encode_staged(seg, parse_special, want_spans=False)[0]
+        return self._splice(out_ids[:n], doc_out_end, extra)

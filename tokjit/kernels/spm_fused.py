@@ -17,32 +17,35 @@ import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 
-from tokjit.kernels.added_tokens import added_token_matches, trie_arrays
+from tokjit.kernels.added_tokens import DEFER_TO_STAGED, added_token_matches, ruled_token_matches, trie_arrays
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace_bytes
 from tokjit.kernels import structs
 from tokjit.kernels.bpe import (FLAG_RESEGMENT_UNUSED, FLAG_SPLIT_SPACE_SYMBOL, bpe_core, piece_part_end,
                                 vocab_scalars)
 from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
                                         release_gil, retake_gil, text_utf8, thread_session)
-from tokjit.kernels.fused import GROW, load_single_text
+from tokjit.kernels.fused import FALLBACK, GROW, load_single_text
 from tokjit.kernels.memops import prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find_key, cache_put_key, cacheable_key,
                                         home_row)
-from tokjit.kernels.structs import borrow, struct_at
+from tokjit.kernels.structs import RULES_NONE, borrow, struct_at
 
 _I64 = types.int64[::1]
 _U8 = types.uint8[::1]
 
 # raw added tokens (``raw``), user-defined pieces in the normalized text (``user``), the BPE model
+# (``raw_rules``: the raw added tokens' lstrip / rstrip or llama.cpp order, see added_tokens.ruled_token_matches)
 SPMPipeType, SPMPipe, SPM_PIPE = structs._declare("SPMPipe", [
-    ("raw", structs.TRIE), ("user", structs.TRIE), ("vocab", structs.BPE_VOCAB), ("ws_flags", types.int64),
+    ("raw", structs.TRIE), ("raw_rules", structs.ADDED_RULES), ("user", structs.TRIE), ("vocab", structs.BPE_VOCAB),
+    ("ws_flags", types.int64),
 ], __name__)
 
 
 @njit(cache=True)
-def make_spm_pipe(raw, user, vocab, ws_flags):
+def make_spm_pipe(raw, raw_rules, user, vocab, ws_flags):
     s = structref.new(SPM_PIPE)
     s.raw = raw
+    s.raw_rules = raw_rules
     s.user = user
     s.vocab = vocab
     s.ws_flags = ws_flags
@@ -108,6 +111,8 @@ def encode_text_spm(first, text, result):
     try:
         count = encode_docs_spm(session, borrow(sp, "text"), borrow(sp, "doc_starts"), borrow(sp, "doc_ends"), 0,
                                 1, borrow(sp, "out"), borrow(sp, "doc_out_end"))
+        if borrow(sp, "doc_out_end")[0] < 0:
+            count = FALLBACK  # its added tokens need the staged pipeline's rules
     except Exception:  # noqa: BLE001 - it must not leave with the GIL released (the caller raises)
         count = KERNEL_FAILED
     retake_gil(io, gil)
@@ -148,12 +153,16 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     unless UNUSED pieces are resegmented each part goes through the thread's piece cache (as
     ``kernels.fused`` keeps it): words repeat, so most parts copy ids instead of merging.
     O(normalized bytes) apart from BPE's own bounds.
+    A document whose raw added tokens need the staged pipeline's rules (``ruled_token_matches``) gets no
+    ids and ``doc_out_end[d] = -1 - ids before it``.
     Capacities: ``out_ids`` >= 3 * total bytes + 4 * documents; ``bufs.norm_buf``, ``bufs.ud_*``,
     ``spans.tok_*`` and the BPE workspaces >= 3 * longest document + 4; ``spans.at_*`` >= longest + 1.
     """
     pipe, sp = borrow(session, "pipe"), borrow(session, "spans")
     bs, bf = borrow(session, "bpe"), borrow(session, "bufs")
-    at, ud, v = trie_arrays(borrow(pipe, "raw")), trie_arrays(borrow(pipe, "user")), borrow(pipe, "vocab")
+    raw, raw_rules = borrow(pipe, "raw"), borrow(pipe, "raw_rules")
+    ruled = borrow(raw_rules, "mode") != RULES_NONE
+    at, ud, v = trie_arrays(raw), trie_arrays(borrow(pipe, "user")), borrow(pipe, "vocab")
     ws_flags = borrow(pipe, "ws_flags")
     v_scalars = vocab_scalars(v)
     flags, unsafe_prev, cut_bits = v_scalars[0], borrow(v, "unsafe_prev"), borrow(v, "cut_bits")
@@ -172,7 +181,16 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     for d in range(first_doc, last_doc):
         ds = doc_starts[d]
         de = doc_ends[d]
-        n_added = added_token_matches(buf, ds, de, *at, at_starts, at_ends, at_ids)
+        if ruled:
+            # the user-defined spans are free until the segments: occurrences there, claimed bytes in
+            # norm_buf
+            n_added = ruled_token_matches(raw, raw_rules, buf, ds, de, ud_starts, ud_ends, ud_ids, norm_buf,
+                                          at_starts, at_ends, at_ids)
+            if n_added == DEFER_TO_STAGED:
+                doc_out_end[d] = -1 - n_out  # the caller encodes it staged (and undoes the mark)
+                continue
+        else:
+            n_added = added_token_matches(buf, ds, de, *at, at_starts, at_ends, at_ids)
         pos = ds
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
