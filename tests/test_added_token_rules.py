@@ -57,7 +57,10 @@ def _flagged(tmp_path, name, rules):
             entry[flag] = True
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    return path, hf.Tokenizer.from_file(str(path)), list(rules)
+    ref = hf.Tokenizer.from_file(str(path))
+    ref.no_truncation()  # some exports carry their exporter's (T5: 32 tokens)
+    ref.no_padding()
+    return path, ref, list(rules)
 
 
 def test_hf_rules_fused(tmp_path):
@@ -146,3 +149,20 @@ def test_llamacpp_partition_sentencepiece_fused(shared):
         expected = [_staged(tok, t, parse_special) for t in texts]
         assert [tok.encode(t, parse_special=parse_special) for t in texts] == expected
         assert tok.encode_batch(texts, num_threads=2, parse_special=parse_special) == expected
+
+
+def test_hf_rules_unigram_fused(tmp_path):
+    """The same rules on a Unigram tokenizer.json (T5's: Precompiled charsmap, WhitespaceSplit,
+    Metaspace; XLM-R's <mask> is an lstrip token): the fused Unigram kernel runs and its ids are HF's,
+    single calls and batches, a single_word document going to the staged pipeline inside the batch."""
+    path, ref, tokens = _flagged(tmp_path, "t5", {"<extra_id_0>": ("lstrip",), "</s>": ("rstrip",),
+                                                  "<extra_id_1>": ("lstrip", "rstrip"),
+                                                  "<extra_id_2>": ("single_word",)})
+    tok = tokjit.load(path)
+    assert type(tok._fused).__name__ == "FusedUnigramHF"
+    texts = _texts_around(tokens, 3000, seed=5) + corpus_lines(step=97)
+    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    assert [tok.encode(t, parse_special=True) for t in texts] == expected
+    assert tok.encode_batch(texts, num_threads=2, parse_special=True) == expected
+    flat, offsets = tok.encode_batch_numpy(texts, num_threads=1, parse_special=True)
+    assert [flat[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == expected

@@ -167,6 +167,8 @@ class FusedUnigram(FusedPath):
         if code == kernel.MISSING:
             raise _missing_unk()
         status, need = int(st.spans.io[1]), int(st.spans.io[2])
+        if status == kernel.STATUS_STAGED:
+            return self._encode_staged(data, parse_special)
         if status == kernel.STATUS_GROW_TEXT:
             return self._thread(need)
         if status == kernel.STATUS_GROW_SCRATCH:
@@ -198,8 +200,26 @@ class FusedUnigram(FusedPath):
                 grown = np.empty(max(2 * out_ids.shape[0], out_pos + need + 16), np.int32)
                 grown[:out_pos] = out_ids[:out_pos]
                 out_ids = grown
+            elif status == kernel.STATUS_STAGED:
+                # document d's added tokens need the staged pipeline's rules; the kernel resumes after it
+                ids = self.tok._encode_staged(buf[doc_starts[d]:doc_ends[d]], parse_special, want_spans=False)[0]
+                out_ids = _grown(out_ids, out_pos, ids.shape[0])
+                out_ids[out_pos:out_pos + ids.shape[0]] = ids
+                doc_out_end[d] = st.spans.io[0] = out_pos + ids.shape[0]
+                d += 1
+                if d == n_docs:
+                    return out_ids[:doc_out_end[-1]], doc_out_end
             else:
                 raise _missing_unk()
+
+
+def _grown(out_ids: np.ndarray, used: int, need: int) -> np.ndarray:
+    """``out_ids`` with room for ``need`` more ids after the first ``used`` (a larger copy when short)."""
+    if used + need <= out_ids.shape[0]:
+        return out_ids
+    grown = np.empty(max(2 * out_ids.shape[0], used + need + 16), np.int32)
+    grown[:used] = out_ids[:used]
+    return grown
 
 
 def _word_cache_allowed(tok) -> bool:
@@ -247,8 +267,6 @@ def hf_unigram_fused_path_for(tok) -> "FusedUnigramHF | None":
     if type(tok.model) is not UnigramModel or tok.model.arith != ARITH_HF:
         return None
     if not (tok._match_all_norm.empty and tok._match_plain_norm.empty):
-        return None
-    if tok._match_all.has_flags or tok._match_plain.has_flags:
         return None
     pre = tok.pre_tokenizer
     steps = list(pre.steps) if type(pre) is PreSequence else ([] if pre is None else [pre])
@@ -300,7 +318,8 @@ class FusedUnigramHF(FusedUnigram):
         char_flags = field(bert_tables().flags, np.uint8)
         self.word_cache = False
         # indexed by parse_special
-        self.pipes = tuple(kernel.make_unigram_hf_pipe(structs.make_trie(raw), cm, bool(ws_split), char_flags,
+        self.pipes = tuple(kernel.make_unigram_hf_pipe(structs.make_trie(raw), structs.make_added_rules(raw), cm,
+                                                       bool(ws_split), char_flags,
                                                        metaspace is not None, field(rep, np.uint8), prepend_scheme,
                                                        meta_split, vocab)
                            for raw in (tok._match_plain, tok._match_all))

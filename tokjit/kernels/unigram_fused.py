@@ -20,15 +20,15 @@ import numpy as np
 from numba import njit, types
 from numba.experimental import structref
 
-from tokjit.kernels.added_tokens import added_token_matches
+from tokjit.kernels.added_tokens import DEFER_TO_STAGED, added_token_matches, ruled_token_matches
 from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
 from tokjit.kernels.split import metaspace_pieces
 from tokjit.kernels import structs
-from tokjit.kernels.structs import borrow, struct_at
+from tokjit.kernels.structs import RULES_NONE, borrow, struct_at
 from tokjit.kernels.charsmap import hf_normalize, spm_normalize
 from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
                                         release_gil, retake_gil, text_utf8, thread_session)
-from tokjit.kernels.fused import GROW
+from tokjit.kernels.fused import FALLBACK, GROW
 from tokjit.kernels.lookup import bytes_equal, hash_bytes
 from tokjit.kernels.memops import copy_from_address, prefetch_row
 from tokjit.kernels.piece_cache import (MAX_PIECE, cache_emit, cache_find_key, cache_put_key, cacheable_key,
@@ -43,6 +43,7 @@ STATUS_GROW_SCRATCH = 1  # io[2] = bytes of normalized text one segment needs
 STATUS_GROW_OUT = 2  # io[2] = ids one document needs
 STATUS_MISSING_UNK = 3
 STATUS_GROW_TEXT = 4  # encode_text_unigram_*: io[2] = bytes of the text (the thread's text buffers)
+STATUS_STAGED = 5  # encode_docs_unigram_hf: this document's added tokens need the staged pipeline's rules
 
 MISSING = -3  # encode_text_unigram_*: a character has no piece and the model no unk_id
 
@@ -115,17 +116,19 @@ def make_unigram_spm_pipe(raw, user, charsmap, ws_flags, vocab, word_cache):
 # tokenizer.json pipeline: raw added tokens, Precompiled, WhitespaceSplit (``char_flags`` are the
 # BERT character classes it splits on), Metaspace (replacement bytes, prepend scheme, split), the model
 UnigramHFPipeType, UnigramHFPipe, UNIGRAM_HF_PIPE = structs._declare("UnigramHFPipe", [
-    ("raw", structs.TRIE), ("charsmap", CHARSMAP), ("ws_split", types.boolean), ("char_flags", _U8),
+    ("raw", structs.TRIE), ("raw_rules", structs.ADDED_RULES), ("charsmap", CHARSMAP), ("ws_split", types.boolean),
+    ("char_flags", _U8),
     ("has_metaspace", types.boolean), ("rep", _U8), ("prepend_scheme", types.int64), ("meta_split", types.boolean),
     ("vocab", UNIGRAM_VOCAB),
 ], __name__)
 
 
 @njit(cache=True)
-def make_unigram_hf_pipe(raw, charsmap, ws_split, char_flags, has_metaspace, rep, prepend_scheme, meta_split,
-                         vocab):
+def make_unigram_hf_pipe(raw, raw_rules, charsmap, ws_split, char_flags, has_metaspace, rep, prepend_scheme,
+                         meta_split, vocab):
     s = structref.new(UNIGRAM_HF_PIPE)
     s.raw = raw
+    s.raw_rules = raw_rules
     s.charsmap = charsmap
     s.ws_split = ws_split
     s.char_flags = char_flags
@@ -542,6 +545,8 @@ def _text_result(io):
         return io[0]
     if status == STATUS_MISSING_UNK:
         return MISSING
+    if status == STATUS_STAGED:
+        return FALLBACK
     return GROW
 
 
@@ -729,6 +734,8 @@ def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_d
     pipe, sp, bf, lattice = borrow(session, "pipe"), borrow(session, "spans"), borrow(session, "bufs"), \
         borrow(session, "lattice")
     at, cm, vocab = borrow(pipe, "raw"), borrow(pipe, "charsmap"), borrow(pipe, "vocab")
+    raw_rules = borrow(pipe, "raw_rules")
+    ruled = borrow(raw_rules, "mode") != RULES_NONE
     at_first, at_child_start, at_child_count = borrow(at, "first_byte"), borrow(at, "child_start"), \
         borrow(at, "child_count")
     at_edge_byte, at_edge_target, at_token = borrow(at, "edge_byte"), borrow(at, "edge_target"), \
@@ -764,8 +771,16 @@ def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_d
         ds = doc_starts[d]
         de = doc_ends[d]
         n_out = io[0]
-        n_added = added_token_matches(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
-                                      at_edge_target, at_token, at_starts, at_ends, at_ids)
+        if ruled:
+            # the token and piece spans and the charsmap output are free until the segments
+            n_added = ruled_token_matches(at, raw_rules, buf, ds, de, tok_starts, piece_starts, piece_ends, cm_buf,
+                                          at_starts, at_ends, at_ids)
+            if n_added == DEFER_TO_STAGED:
+                io[1] = STATUS_STAGED
+                return d
+        else:
+            n_added = added_token_matches(buf, ds, de, at_first, at_child_start, at_child_count, at_edge_byte,
+                                          at_edge_target, at_token, at_starts, at_ends, at_ids)
         pos = ds
         for a in range(n_added + 1):
             seg_end = at_starts[a] if a < n_added else de
