@@ -25,13 +25,6 @@ _SPACES = [" ", "  ", "\t", "\n", "\r\n", "\x0b", "\x0c", "\x85", "\xa0", "\u168
            "\u2028", "\u2029", "\u202f", "\u205f", "\u3000", " \u3000 ", "\u200b", "\x80", "\u180e", "\ufeff", ""]
 
 
-def _flagged_llama3(tmp_path):
-    """Llama 3's tokenizer.json with rules on four of its special tokens."""
-    return _flagged(tmp_path, "llama3", {"<|start_header_id|>": ("lstrip",), "<|end_header_id|>": ("rstrip",),
-                                         "<|eot_id|>": ("lstrip", "rstrip"),
-                                         "<|reserved_special_token_5|>": ("single_word",)})
-
-
 def _texts_around(tokens, n, seed):
     """Texts where the tokens meet whitespace, each other, words and the text's ends."""
     rng = random.Random(seed)
@@ -63,19 +56,28 @@ def _flagged(tmp_path, name, rules):
     return path, ref, list(rules)
 
 
-def test_hf_rules_fused(tmp_path):
-    """lstrip / rstrip / single_word tokens in a byte-level tokenizer.json: the fused path runs and
-    its ids are HF's, single calls and batches, on texts made to meet the rules and on corpus lines."""
-    path, ref, tokens = _flagged_llama3(tmp_path)
+def _assert_hf_rules(tmp_path, name, rules, fused, seed):
+    """``name``'s tokenizer.json with ``rules`` runs the ``fused`` path and gives HF's ids on texts made
+    to meet the rules and on corpus lines: single calls, list and numpy batches (HF always splits added
+    tokens out of the text: parse_special)."""
+    path, ref, tokens = _flagged(tmp_path, name, rules)
     tok = tokjit.load(path)
-    assert type(tok._fused).__name__ == "FusedBPE"
-    texts = _texts_around(tokens + ["<|begin_of_text|>"], 3000, seed=1) + corpus_lines(step=97)
+    assert type(tok._fused).__name__ == fused
+    texts = _texts_around(tokens, 3000, seed=seed) + corpus_lines(step=97)
     expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
-    # HF always splits added tokens out of the text: parse_special
     assert [tok.encode(t, parse_special=True) for t in texts] == expected
     assert tok.encode_batch(texts, num_threads=2, parse_special=True) == expected
     flat, offsets = tok.encode_batch_numpy(texts, num_threads=1, parse_special=True)
     assert [flat[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == expected
+
+
+def test_hf_rules_fused(tmp_path):
+    """lstrip / rstrip / single_word tokens in a byte-level tokenizer.json (Llama 3's, with
+    <|begin_of_text|> left plain): the fused path runs and its ids are HF's."""
+    _assert_hf_rules(tmp_path, "llama3", {"<|start_header_id|>": ("lstrip",), "<|end_header_id|>": ("rstrip",),
+                                          "<|eot_id|>": ("lstrip", "rstrip"),
+                                          "<|reserved_special_token_5|>": ("single_word",),
+                                          "<|begin_of_text|>": ()}, "FusedBPE", seed=1)
 
 
 def _mpt(shared):
@@ -119,18 +121,9 @@ def test_llamacpp_partition_many_occurrences(shared):
 def test_hf_rules_sentencepiece_fused(tmp_path):
     """The same rules on a SentencePiece-style BPE tokenizer.json (Mistral's: Prepend / Replace, byte
     fallback; Phi-3's special tokens carry rstrip): the fused SentencePiece kernel runs and its ids are
-    HF's, single calls and batches; a document with a single_word token goes to the staged pipeline
-    inside the batch."""
-    path, ref, tokens = _flagged(tmp_path, "mistral-7b", {"<s>": ("lstrip",), "</s>": ("rstrip",),
-                                                          "<unk>": ("single_word",)})
-    tok = tokjit.load(path)
-    assert type(tok._fused).__name__ == "FusedSentencePiece"
-    texts = _texts_around(tokens, 3000, seed=3) + corpus_lines(step=97)
-    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
-    assert [tok.encode(t, parse_special=True) for t in texts] == expected
-    assert tok.encode_batch(texts, num_threads=2, parse_special=True) == expected
-    flat, offsets = tok.encode_batch_numpy(texts, num_threads=1, parse_special=True)
-    assert [flat[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == expected
+    HF's; a document with a single_word token goes to the staged pipeline inside the batch."""
+    _assert_hf_rules(tmp_path, "mistral-7b", {"<s>": ("lstrip",), "</s>": ("rstrip",), "<unk>": ("single_word",)},
+                     "FusedSentencePiece", seed=3)
 
 
 def test_llamacpp_partition_sentencepiece_fused(shared):
@@ -154,15 +147,7 @@ def test_llamacpp_partition_sentencepiece_fused(shared):
 def test_hf_rules_unigram_fused(tmp_path):
     """The same rules on a Unigram tokenizer.json (T5's: Precompiled charsmap, WhitespaceSplit,
     Metaspace; XLM-R's <mask> is an lstrip token): the fused Unigram kernel runs and its ids are HF's,
-    single calls and batches, a single_word document going to the staged pipeline inside the batch."""
-    path, ref, tokens = _flagged(tmp_path, "t5", {"<extra_id_0>": ("lstrip",), "</s>": ("rstrip",),
-                                                  "<extra_id_1>": ("lstrip", "rstrip"),
-                                                  "<extra_id_2>": ("single_word",)})
-    tok = tokjit.load(path)
-    assert type(tok._fused).__name__ == "FusedUnigramHF"
-    texts = _texts_around(tokens, 3000, seed=5) + corpus_lines(step=97)
-    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
-    assert [tok.encode(t, parse_special=True) for t in texts] == expected
-    assert tok.encode_batch(texts, num_threads=2, parse_special=True) == expected
-    flat, offsets = tok.encode_batch_numpy(texts, num_threads=1, parse_special=True)
-    assert [flat[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == expected
+    a single_word document going to the staged pipeline inside the batch."""
+    _assert_hf_rules(tmp_path, "t5", {"<extra_id_0>": ("lstrip",), "</s>": ("rstrip",),
+                                      "<extra_id_1>": ("lstrip", "rstrip"), "<extra_id_2>": ("single_word",)},
+                     "FusedUnigramHF", seed=5)
