@@ -80,7 +80,7 @@ def decode_utf8(buf, start, end, cps, offs):
             else:
                 k = -1
                 cp = 0
-            ok = k > 0 and i + k < end + 1 and b < 0xF8
+            ok = k > 0 and i + k < end and b < 0xF8  # its k continuation bytes lie before end
             if ok:
                 for j in range(1, k + 1):
                     c = np.int64(buf[i + j])
