@@ -360,7 +360,8 @@ def llamacpp_pieces(rx, buf, start, end, params, match_starts, match_ends, stack
                     piece_ends):
     """The pieces of ``buf[start:end]`` after llama.cpp's pre-tokenizer steps (``unicode_regex_split``:
     each step splits every piece of the step before), in ``piece_*`` from 0; returns their number, or a
-    negative :func:`~tokjit.kernels.regex_vm.find_matches` code (the caller takes the staged path).
+    negative :func:`~tokjit.kernels.regex_vm.find_matches` code or ERR_VIEW (text that is not UTF-8):
+    the caller takes the staged path.
 
     ``rx`` is the REGEX structure: its shape flags hold the plan (PLAN_*), its ``steps`` rows the
     programs of the std::regex steps in order, its roles the code point flags. A std::regex step runs
