@@ -197,13 +197,12 @@ class FusedUnigram(FusedPath):
                 st = self._thread(longest, cm=need, norm=need)
                 st.spans.io[0] = out_pos
             elif status == kernel.STATUS_GROW_OUT:
-                grown = np.empty(max(2 * out_ids.shape[0], out_pos + need + 16), np.int32)
-                grown[:out_pos] = out_ids[:out_pos]
-                out_ids = grown
+                out_ids = _grown(out_ids, out_pos, need)
             elif status == kernel.STATUS_STAGED:
                 # document d's added tokens need the staged pipeline's rules; the kernel resumes after it
                 ids = self.tok._encode_staged(buf[doc_starts[d]:doc_ends[d]], parse_special, want_spans=False)[0]
-                out_ids = _grown(out_ids, out_pos, ids.shape[0])
+                if out_pos + ids.shape[0] > out_ids.shape[0]:
+                    out_ids = _grown(out_ids, out_pos, ids.shape[0])
                 out_ids[out_pos:out_pos + ids.shape[0]] = ids
                 doc_out_end[d] = st.spans.io[0] = out_pos + ids.shape[0]
                 d += 1
@@ -214,9 +213,8 @@ class FusedUnigram(FusedPath):
 
 
 def _grown(out_ids: np.ndarray, used: int, need: int) -> np.ndarray:
-    """``out_ids`` with room for ``need`` more ids after the first ``used`` (a larger copy when short)."""
-    if used + need <= out_ids.shape[0]:
-        return out_ids
+    """A larger copy of ``out_ids`` (its first ``used`` ids) with room for ``need`` more, at least twice
+    the size."""
     grown = np.empty(max(2 * out_ids.shape[0], used + need + 16), np.int32)
     grown[:used] = out_ids[:used]
     return grown

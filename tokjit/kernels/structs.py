@@ -182,15 +182,11 @@ RULE_LSTRIP, RULE_RSTRIP, RULE_SINGLE_WORD = 1, 2, 4
 
 
 def _rule_arrays(matcher):
-    """(flags, length in bytes, llama.cpp's visiting rank), each indexed by token id."""
-    n_ids = max(matcher.tokens) + 1 if matcher.tokens else 1
-    flags = np.zeros(n_ids, np.uint8)
-    for t in matcher.tokens.values():
-        flags[t.id] = (RULE_LSTRIP if t.lstrip else 0) | (RULE_RSTRIP if t.rstrip else 0) | \
-            (RULE_SINGLE_WORD if t.single_word else 0)
+    """(flags, length in bytes, llama.cpp's visiting rank), each indexed by token id, of a ruled set."""
     if matcher.longest_first:
-        return flags, matcher.token_len, matcher.token_priority
-    return flags, np.zeros(n_ids, np.int64), np.zeros(n_ids, np.int64)
+        return matcher.token_flags, matcher.token_len, matcher.token_priority
+    zeros = np.zeros(matcher.token_flags.shape[0], np.int64)
+    return matcher.token_flags, zeros, zeros
 
 
 def make_added_rules(matcher) -> AddedRules:

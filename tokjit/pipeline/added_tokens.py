@@ -18,6 +18,7 @@ import unicodedata
 import numpy as np
 
 from tokjit.kernels.added_tokens import claim_longest_first, find_added_tokens, token_occurrences
+from tokjit.kernels.structs import RULE_LSTRIP, RULE_RSTRIP, RULE_SINGLE_WORD
 from tokjit.spec import AddedToken
 
 
@@ -64,18 +65,23 @@ class AddedTokenMatcher:
         self.empty = not children[0]
         self.longest_first = semantics == "llamacpp" and (self.has_flags or _has_overlapping_pair(tokens))
         if self.longest_first:
-            # the fused kernels only know leftmost-longest: has_flags keeps them off this token set
+            # the set is ruled (structs.make_added_rules: the fused kernels run llama.cpp's order)
             self.has_flags = True
+        if self.has_flags:
+            # per token id: lstrip, rstrip, single_word bits (the staged claim and the kernels' rules)
+            self.token_flags = np.zeros(max(self.tokens) + 1, np.uint8)
+            for t in self.tokens.values():
+                self.token_flags[t.id] = (RULE_LSTRIP if t.lstrip else 0) | (RULE_RSTRIP if t.rstrip else 0) | \
+                    (RULE_SINGLE_WORD if t.single_word else 0)
+        if self.longest_first:
             n_ids = max(self.tokens) + 1
             self.token_len = np.zeros(n_ids, np.int64)
-            self.strip_flags = np.zeros(n_ids, np.uint8)
             self.token_priority = np.zeros(n_ids, np.int64)
             # llama.cpp sorts by text length, longest first (std::sort: equal lengths in no set order;
             # here by id)
             ranked = sorted(self.tokens.values(), key=lambda t: (-len(t.content.encode("utf-8")), t.id))
             for rank, t in enumerate(ranked):
                 self.token_len[t.id] = len(t.content.encode("utf-8"))
-                self.strip_flags[t.id] = (1 if t.lstrip else 0) | (2 if t.rstrip else 0)
                 self.token_priority[t.id] = rank
 
     def find(self, buf: np.ndarray, start: int, end: int):
@@ -113,7 +119,7 @@ class AddedTokenMatcher:
         e = np.empty(cap, np.int64)
         ids = np.empty(cap, np.int64)
         claimed = np.empty(cap, np.uint8)
-        n = claim_longest_first(buf, start, end, order, occ_start, occ_id, self.token_len, self.strip_flags,
+        n = claim_longest_first(buf, start, end, order, occ_start, occ_id, self.token_len, self.token_flags,
                                 claimed, s, e, ids)
         by_position = np.argsort(s[:n], kind="stable")
         return s[:n][by_position], e[:n][by_position], ids[:n][by_position]
