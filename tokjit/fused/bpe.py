@@ -189,11 +189,15 @@ class FusedBPE(FusedPath):
             regex, more = regexes[0], [(r, behavior, invert) for r in regexes[1:]]
             program = regex.program
         else:
-            # a sequence of splits runs in the VM (split_in_steps); one pattern may have a scanner
+            # a sequence of splits runs step by step (split_in_steps), each step's pattern through its
+            # scanner where it has one; one pattern may have a scanner
             known = recognize(regex.program) if not more else None
             program = regex.program
+        known_steps = [recognize(r.program) for r in [regex] + [r for r, _, _ in more]] \
+            if more and llamacpp_plan is None else None
         self.shape = known[0] if known is not None else SHAPE_VM
-        rx = structs.make_regex(program, behavior, invert, known, [(r.program, b, i) for r, b, i in more])
+        rx = self.regex = structs.make_regex(program, behavior, invert, known, [(r.program, b, i) for r, b, i in more],
+                                             known_steps)
         # indexed by parse_special
         self.pipes = (structs.make_bpe_pipe(tok._match_plain, rx, vocab),
                       structs.make_bpe_pipe(tok._match_all, rx, vocab))

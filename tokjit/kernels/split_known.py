@@ -34,6 +34,10 @@ SHAPE_CASED = 2
 # not a pattern this module scans: llama.cpp's hand-written GPT-2 / Llama 3 splitter (kernels.llamacpp_split),
 # its kind in the regex's shape flags and its code point flags in place of the roles
 SHAPE_LLAMACPP = 3
+# DeepSeek-V3's word split (its third, after digit runs and CJK runs are split off): an ASCII punctuation
+# character before ASCII letters, an optional prefix and a run of letters and marks, an optional space
+# and a run of punctuation and symbols with the line breaks after it, then the whitespace rules
+SHAPE_DEEPSEEK = 4
 
 # roles[cp] bits
 ROLE_LETTER = 1  # \p{L}
@@ -42,6 +46,8 @@ ROLE_SPACE = 4  # \s
 ROLE_UPPER = 8  # [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
 ROLE_LOWER = 16  # [\p{Ll}\p{Lm}\p{Lo}\p{M}]
 ROLE_FOLDS_TO_CONTRACTION = 32  # non-ASCII, case-folds to a contraction letter (U+017F ~ s)
+ROLE_MARK = 64  # \p{M}
+ROLE_PUNCT_SYM = 128  # [\p{P}\p{S}]
 
 # flags of SHAPE_WORDS / SHAPE_CASED
 CONTRACTIONS_ANY_CASE = 1  # (?i:'s|...) rather than 's|...
@@ -376,6 +382,50 @@ def _cased_at(roles, buf, i, end, flags, max_digits):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _letters_marks_run(roles, buf, p, end):
+    """End of the run of ``[\\p{L}\\p{M}]`` from ``p``: ASCII letters eight bytes a step first (marks
+    have no ASCII members), then a character at a time."""
+    p = _ascii_run(buf, p, end, ROLE_LETTER)
+    if p >= end or buf[nonneg(p)] < 0x80:
+        return p
+    return _run(roles, buf, p, end, ROLE_LETTER | ROLE_MARK)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _deepseek_at(roles, buf, i, end):
+    """End of the SHAPE_DEEPSEEK match at ``i``; ``i`` when none matches. The alternatives in order:
+    ``[<ASCII punctuation>][A-Za-z]+``; ``[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+`` (a mark is in both
+    the prefix's set and the run's, so the run from it ends where the run after it does);
+    `` ?[\\p{P}\\p{S}]+[\\r\\n]*``; then ``\\s*[\\r\\n]+``, ``\\s+(?!\\S)``, ``\\s+`` (:func:`_spaces`)."""
+    r, c, ln = _role_at(roles, buf, i, end)
+    word = ROLE_LETTER | ROLE_MARK
+    if 0x21 <= c <= 0x7E and (r & (ROLE_LETTER | ROLE_NUMBER)) == 0 and i + 1 < end:
+        b1 = buf[nonneg(i + 1)] | 0x20
+        if 0x61 <= b1 <= 0x7A:
+            return _ascii_run(buf, i + 1, end, ROLE_LETTER)
+    if c != 10 and c != 13 and (r & (ROLE_LETTER | ROLE_PUNCT_SYM)) == 0:
+        r1, _, ln1 = _role_at(roles, buf, i + ln, end)
+        if (r1 & word) != 0:
+            return _letters_marks_run(roles, buf, i + ln + ln1, end)
+    if (r & word) != 0:
+        return _letters_marks_run(roles, buf, i + ln, end)
+    p = i
+    if c == 32:
+        r1, _, _ = _role_at(roles, buf, i + 1, end)
+        if (r1 & ROLE_PUNCT_SYM) != 0:
+            p = i + 1
+            r = r1
+    if (r & ROLE_PUNCT_SYM) != 0:
+        q = _run(roles, buf, p, end, ROLE_PUNCT_SYM)
+        while q < end and (buf[nonneg(q)] == 10 or buf[nonneg(q)] == 13):
+            q += 1
+        return q
+    if (r & ROLE_SPACE) != 0:
+        return _spaces(roles, buf, i, end, SPACE_TO_BREAK)
+    return i
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _ascii_other(roles, buf, i, end, flags):
     r"""End of the match at ``i`` when it can only be the "other characters" alternative (`` ?[^\s\p{L}
     \p{N}]+`` and its line breaks), decided from two ASCII bytes, else -1. It is when ``buf[i]`` is an
@@ -647,7 +697,7 @@ def split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, ou
                 # grow rarer while they fail
                 per_piece_until = max(stop + 1, i + retry)
                 retry = min(2 * retry, _PLAIN_RETRY_MAX)
-        j = _ascii_other(roles, buf, i, end, flags)
+        j = _deepseek_at(roles, buf, i, end) if shape == SHAPE_DEEPSEEK else _ascii_other(roles, buf, i, end, flags)
         if j < 0:
             if shape == SHAPE_WORDS:
                 j = _words_at(roles, buf, i, end, flags, max_digits)

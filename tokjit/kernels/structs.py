@@ -205,10 +205,14 @@ def make_added_rules(matcher) -> AddedRules:
 
 # columns of a REGEX's ``steps`` row (make_regex; tokjit.kernels.regex_vm.split_in_steps reads them):
 # [start, end) of the split's program in prog, rep_info, the class arrays (cls_ascii, cls_mask, cls_neg),
-# cls_ranges and cls_roff; then its n_memo, behaviour and invert
+# cls_ranges and cls_roff; then its n_memo, behaviour and invert; then how its matches are found without
+# the VM: a pattern that is one class repeated (STEP_RUN_MIN >= 1, STEP_RUN_MAX -1 = unbounded;
+# regex_vm.class_run_matches), or a recognized pattern's scanner (STEP_SHAPE, its flags and digits; the
+# structure's roles)
 STEP_PROG, STEP_REP, STEP_CLASSES, STEP_RANGES, STEP_ROFF = 0, 2, 4, 6, 8
 STEP_N_MEMO, STEP_BEHAVIOR, STEP_INVERT = 10, 11, 12
-STEP_FIELDS = 13
+STEP_RUN_MIN, STEP_RUN_MAX, STEP_SHAPE, STEP_SHAPE_FLAGS, STEP_MAX_DIGITS = 13, 14, 15, 16, 17
+STEP_FIELDS = 18
 
 RegexType, Regex, REGEX = _declare("Regex", [
     ("prog", types.int32[:, ::1]), ("rep_info", types.int32[:, ::1]), ("cls_ascii", types.uint8[:, ::1]),
@@ -245,11 +249,12 @@ def _new_regex(fields):
     return s
 
 
-def make_regex(program, behavior: int, invert: bool, known=None, more=()) -> Regex:
+def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_steps=None) -> Regex:
     """``known``: ``(shape, flags, max_digits, roles)`` of the pattern's scanner (``tokjit.regex.known``),
     or ``None`` for the VM. ``more``: ``(program, behavior, invert)`` of the splits that follow, in
-    order (a sequence of splits; the VM runs them all): each program's arrays follow the one before
-    it, and ``steps`` says where each starts and ends."""
+    order (a sequence of splits): each program's arrays follow the one before it, and ``steps`` says
+    where each starts and ends. ``known_steps``: each split's ``known`` (or ``None``) in a sequence;
+    their roles tables must be one (they depend on the syntax and Unicode table only)."""
     splits = [(program, behavior, invert)] + list(more)
     if any(q.gc is not program.gc and not np.array_equal(q.gc, program.gc) for q, _, _ in splits):
         raise ValueError("the split patterns were compiled against different Unicode tables")
@@ -262,16 +267,45 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=()) -> Reg
             steps[k, 2 * j], steps[k, 2 * j + 1] = at[j], at[j] + n
             at[j] += n
         steps[k, STEP_N_MEMO], steps[k, STEP_BEHAVIOR], steps[k, STEP_INVERT] = q.n_memo, beh, bool(inv)
+        steps[k, STEP_RUN_MIN], steps[k, STEP_RUN_MAX] = class_run_bounds(q)
     shape, flags, max_digits, roles = known if known is not None else (0, 0, 0, np.zeros(1, np.uint8))
+    for k, step_known in enumerate(known_steps or ()):
+        if step_known is not None and steps[k, STEP_RUN_MIN] == 0:
+            steps[k, STEP_SHAPE], steps[k, STEP_SHAPE_FLAGS], steps[k, STEP_MAX_DIGITS] = step_known[:3]
+            if known is None and roles.shape[0] == 1:
+                roles = step_known[3]
+            elif roles is not step_known[3] and not np.array_equal(roles, step_known[3]):
+                raise ValueError("the split patterns' scanners read different roles tables")
 
     def joined(name, dtype):
         return _arr(np.concatenate([getattr(q, name) for q, _, _ in splits]), dtype)
 
-    return _new_regex((joined("prog", np.int32), joined("rep_info", np.int32), joined("cls_ascii", np.uint8),
-                       joined("cls_mask", np.uint64), joined("cls_neg", np.uint8), joined("cls_roff", np.int32),
-                       joined("cls_ranges", np.int32), _arr(program.gc, np.uint8), np.int64(program.n_memo),
-                       np.int64(behavior), bool(invert), np.int64(shape), np.int64(flags), np.int64(max_digits),
-                       _arr(roles, np.uint8), steps))
+    regex = _new_regex((joined("prog", np.int32), joined("rep_info", np.int32), joined("cls_ascii", np.uint8),
+                        joined("cls_mask", np.uint64), joined("cls_neg", np.uint8), joined("cls_roff", np.int32),
+                        joined("cls_ranges", np.int32), _arr(program.gc, np.uint8), np.int64(program.n_memo),
+                        np.int64(behavior), bool(invert), np.int64(shape), np.int64(flags), np.int64(max_digits),
+                        _arr(roles, np.uint8), steps))
+    regex.step_table = steps  # how each split runs, for Python readers (the structure is opaque there)
+    return regex
+
+
+def class_run_bounds(program) -> tuple[int, int]:
+    """``(min, max)`` when ``program`` is one class repeated greedily or possessively at least once (``\\p{N}
+    {1,3}``, ``[...]+``, one class alone: max -1 = unbounded), else ``(0, 0)``: its matches are the
+    class's runs cut every max characters, which ``regex_vm.class_run_matches`` finds without the VM."""
+    from tokjit.regex.compiler import MODE_LAZY, OP_CLASS, OP_MATCH, OP_REP
+    prog = np.asarray(program.prog)
+    if prog.shape[0] != 2 or prog[1, 0] != OP_MATCH or prog[0, 1] != 0:
+        return 0, 0
+    if prog[0, 0] == OP_CLASS:
+        return 1, 1
+    if prog[0, 0] != OP_REP:
+        return 0, 0
+    hi, mode, _ = (int(x) for x in program.rep_info[prog[0, 3]])
+    lo = int(prog[0, 2])
+    if lo < 1 or mode == MODE_LAZY:  # (a lazy run's matches are min characters each)
+        return 0, 0
+    return lo, hi
 
 
 # -------------------------------------------------------------------------------------------------

@@ -34,11 +34,15 @@ KNOWN: dict[str, tuple[int, int, int]] = {
     # o200k (GPT-4o), the same text in tiktoken and tokenizer.json
     r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""":
         (sk.SHAPE_CASED, sk.CONTRACTIONS_ANY_CASE | sk.OTHER_THEN_BREAKS_SLASH | sk.SPACE_TO_BREAK, 3),
+    # DeepSeek-V3's third split (tokenizer.json, and llama.cpp's deepseek-v3 pre type)
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+    " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+": (sk.SHAPE_DEEPSEEK, sk.SPACE_TO_BREAK, 0),
 }
 
 _ROLES = ((sk.ROLE_LETTER, r"\p{L}"), (sk.ROLE_NUMBER, r"\p{N}"), (sk.ROLE_SPACE, r"\s"),
           (sk.ROLE_UPPER, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"), (sk.ROLE_LOWER, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
-          (sk.ROLE_FOLDS_TO_CONTRACTION, r"(?i:[sdmtlvre])"))
+          (sk.ROLE_FOLDS_TO_CONTRACTION, r"(?i:[sdmtlvre])"), (sk.ROLE_MARK, r"\p{M}"),
+          (sk.ROLE_PUNCT_SYM, r"[\p{P}\p{S}]"))
 
 # edge cases a scanner must split exactly as the VM does before it is trusted
 PROBE = "\n".join([
@@ -54,6 +58,9 @@ PROBE = "\n".join([
     "code: def f(x):\n    return x**2  # comment\n\tif (a && b) { c++; }\r\n",
     "punct!!! ??? ... --- ((( ))) [[[]]] {{{}}} <<<>>> \"quoted\" 'single' `back`",
     "  ", " ", "\n", "\t\t", "a", "1", "!",
+    "(x) .method @decorator #tag $var -flag x=y a_b [link](url) {key} ~home `tick` 'quote' \"dq\"",
+    "\u0301\u0301ab \u0301 1abc 1 ab\u0300c \u00a0word \u3000語 _x _é .é ¿Qué? ¡Sí! «guillemets» €5 ±3",
+    "line one:\n\n  ;\r\n  ^^ \t-- \n\t\n",
 ])
 
 
@@ -106,7 +113,7 @@ def _recognize(pattern: str, syntax: str, unicode_table: str):
     roles = roles_table(syntax, unicode_table)
     if not _ascii_runs_hold(roles):
         return None
-    if _plain_ascii_holds(roles):
+    if shape != sk.SHAPE_DEEPSEEK and _plain_ascii_holds(roles):  # (the block scanner knows the other shapes)
         flags |= sk.BLOCK_ASCII
     if not agrees_with_vm(pattern, syntax, unicode_table, (shape, flags, max_digits, roles), PROBE):
         return None
