@@ -98,28 +98,32 @@ def test_only_regex_splits_after_byte_level(tmp_path):
 
 
 
-# patterns that are one class repeated, and near misses that must keep the VM
+# patterns that are a run of one class (structs.class_run_form), and near misses that must keep the VM
 CLASS_RUNS = [r"\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+", r"\p{N}", r"[0-9]{2,3}", r"\s++", r"[^\s\p{L}]+",
-              r"(?i:[a-c])+", r"\p{P}{2,}", r"(?:\p{N})+"]
-NOT_CLASS_RUNS = [r"\p{N}*", r"[0-9]+?", r"\p{N}+x", r"a|\p{N}+", r"\p{N}+$"]
+              r"(?i:[a-c])+", r"\p{P}{2,}", r"(?:\p{N})+",
+              # llama.cpp's deepseek-llm steps: an optional prefix, a run to the subject's end
+              r"\s?\p{L}+", r"[\t\n ]?[A-Za-z]+", r"\s?[!-/]{1,2}", r"[\p{L}\s]?\p{L}+", r"\s+(?![\s\S])", r"\s+\z",
+              r"[0-9][0-9][0-9]"]
+NOT_CLASS_RUNS = [r"\p{N}*", r"[0-9]+?", r"\p{N}+x", r"a|\p{N}+", r"\p{N}+$", r"\s?+\p{L}+", r"\s?\p{L}{2,}",
+                  r"\s+(?!\S)", r"\s??\p{L}+", r"[0-9][0-9][a-z]"]
 
 
 @pytest.mark.parametrize("pattern", CLASS_RUNS)
 def test_class_run_matches_the_vm(pattern):
-    """A split that is one class repeated is found by ``class_run_matches`` (runs cut every max
-    characters), not the VM: the same matches as the VM on the corpora and generated runs."""
+    """A split that is a run of one class is found by ``class_run_matches``, not the VM: the same
+    matches as the VM on the corpora and generated strings."""
     import random
 
     import numpy as np
 
     from tokjit.kernels.regex_vm import class_run_matches
-    from tokjit.kernels.structs import class_run_bounds
+    from tokjit.kernels.structs import class_run_form
     from tokjit.regex.compiled import CompiledRegex
 
     vm = CompiledRegex(pattern, syntax="onig")
     q = vm.program
-    lo, hi = class_run_bounds(q)
-    assert lo >= 1
+    form = np.array(class_run_form(q), np.int64)
+    assert form[0] >= 1
     rng = random.Random(5)
     alphabet = list("0123456789abcABC .,;!?-\t\n") + ["中", "文", "ア", "ぁ", "١", "²", "Ⅻ", "\u3000", "é", "\u0301", "👍"]
     texts = corpus_lines(step=25) + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
@@ -127,17 +131,17 @@ def test_class_run_matches_the_vm(pattern):
     for text in texts:
         buf = np.frombuffer(bytearray(text.encode("utf-8")), np.uint8)
         out_s, out_e = np.empty(buf.shape[0] + 1, np.int64), np.empty(buf.shape[0] + 1, np.int64)
-        n = class_run_matches(buf, 0, buf.shape[0], 0, q.cls_ascii, q.cls_mask, q.cls_neg, q.cls_roff, q.cls_ranges,
-                              q.gc, lo, hi, out_s, out_e)
+        n = class_run_matches(buf, 0, buf.shape[0], form, q.cls_ascii, q.cls_mask, q.cls_neg, q.cls_roff, q.cls_ranges,
+                              q.gc, out_s, out_e)
         starts, ends = vm.find_spans(buf)
         assert (out_s[:n].tolist(), out_e[:n].tolist()) == (starts.tolist(), ends.tolist()), repr(text)
 
 
 @pytest.mark.parametrize("pattern", NOT_CLASS_RUNS)
 def test_other_patterns_are_no_class_runs(pattern):
-    from tokjit.kernels.structs import class_run_bounds
+    from tokjit.kernels.structs import class_run_form
     from tokjit.regex.compiled import CompiledRegex
-    assert class_run_bounds(CompiledRegex(pattern, syntax="onig").program) == (0, 0)
+    assert class_run_form(CompiledRegex(pattern, syntax="onig").program)[0] == 0
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared data not found")
@@ -145,8 +149,8 @@ def test_deepseek_v3_steps_skip_the_vm(tmp_path):
     """DeepSeek-V3's digit and CJK splits run as class runs and its word split through its scanner
     (``split_known.SHAPE_DEEPSEEK``): a refactor that sent them back to the VM (~3x slower) fails here."""
     from tokjit.kernels import split_known as sk
-    from tokjit.kernels.structs import STEP_RUN_MAX, STEP_RUN_MIN, STEP_SHAPE
+    from tokjit.kernels.structs import STEP_RUN, STEP_SHAPE
     tok = tokjit.load(_tokenizer_json(tmp_path, DEEPSEEK_V3))
     steps = tok._fused.regex.step_table
-    assert steps[:, STEP_RUN_MIN].tolist() == [1, 1, 0] and steps[:, STEP_RUN_MAX].tolist()[:2] == [3, -1]
+    assert steps[:, STEP_RUN].tolist() == [1, 1, 0] and steps[:2, STEP_RUN + 1].tolist() == [3, -1]
     assert steps[2, STEP_SHAPE] == sk.SHAPE_DEEPSEEK

@@ -25,7 +25,7 @@ from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, SCAN_LIMIT, b
 from tokjit.kernels.memops import copy_from_address, prefetch_row
 from tokjit.kernels.piece_cache import (INLINE_IDS, MAX_CACHED, MAX_PIECE, cache_emit, cache_find_key, cache_put_key,
                                         cacheable_key, home_row, met_before, piece_key, piece_words)
-from tokjit.kernels.structs import BPE_SESSION, RULES_NONE, STEP_RUN_MIN, borrow, struct_at
+from tokjit.kernels.structs import BPE_SESSION, RULES_NONE, STEP_RUN, borrow, struct_at
 from tokjit.kernels.utf8 import decode_bmp
 
 STATUS_OK = 0
@@ -262,7 +262,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     isolated = np.int64(1) if behavior == SPLIT_ISOLATED and not invert else np.int64(0)
     # a sequence of splits, or one split that is a class repeated, goes step by step (split_in_steps
     # finds a class's runs without the VM)
-    stepwise = borrow(rx, "steps").shape[0] > 1 or borrow(rx, "steps")[0, STEP_RUN_MIN] > 0
+    stepwise = borrow(rx, "steps").shape[0] > 1 or borrow(rx, "steps")[0, STEP_RUN] > 0
     # tiktoken's way, as a split: the matches are the pieces and what no alternative matches is dropped
     # (HF's Removed with invert), so the scanner's matches are the pieces whether they tile or not
     matches_only = behavior == SPLIT_REMOVED and invert

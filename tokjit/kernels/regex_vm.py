@@ -14,8 +14,8 @@ from numba import njit
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
 from tokjit.kernels.structs import (STEP_BEHAVIOR, STEP_CLASSES, STEP_INVERT, STEP_MAX_DIGITS, STEP_N_MEMO,
-                                    STEP_PROG, STEP_RANGES, STEP_REP, STEP_ROFF, STEP_RUN_MAX, STEP_RUN_MIN, STEP_SHAPE,
-                                    STEP_SHAPE_FLAGS, borrow)
+                                    STEP_PROG, STEP_RANGES, STEP_REP, STEP_ROFF, STEP_RUN, STEP_SHAPE, STEP_SHAPE_FLAGS,
+                                    borrow)
 from tokjit.kernels.utf8 import decode_at
 
 __all__ = ["find_matches", "ERR_OUT_FULL", "ERR_STACK_FULL", "ERR_BUDGET"]
@@ -461,30 +461,64 @@ def find_matches_in(rx, buf, start, end, params, out_starts, out_ends, stack):
                         rx.cls_ranges, rx.gc, params, out_starts, out_ends, stack)
 
 
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _class_len(k, buf, p, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc):
+    """Length of the code point at ``p`` if it is in class ``k``, else 0 (also at ``end``)."""
+    if p >= end:
+        return 0
+    b = buf[p]
+    if b < 0x80:
+        return 1 if cls_ascii[k, b] != 0 else 0
+    return _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+
+
 @njit(cache=True, nogil=True, _nrt=False)
-def class_run_matches(buf, start, end, k, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc, run_min, run_max,
-                      out_starts, out_ends):
-    """The matches of a pattern that is class ``k`` repeated ``run_min..run_max`` times (``run_max`` -1:
-    unbounded; greedy or possessive, ``run_min`` >= 1) in ``buf[start:end]``, as :func:`find_matches`
-    finds them: each run of the class's code points cut into matches of ``run_max`` from its start,
-    the rest a match when it holds ``run_min`` or more (a match ends where the run or the count
-    does; the next search starts there, and inside a run every later start holds fewer). One pass,
-    one class test per code point, O(n); the VM's search from every position cost ~15 ns a byte on
-    patterns like ``\\p{N}{1,3}`` (DeepSeek-V3's first split). Returns the number of matches, or
-    ERR_OUT_FULL."""
+def class_run_matches(buf, start, end, form, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc, out_starts,
+                      out_ends):
+    """The matches in ``buf[start:end]`` of a pattern that is a run of one class, as :func:`find_matches`
+    finds them, in one pass with a class test or two per code point (O(n); the VM's search from every
+    position cost ~15 ns a byte on ``\\p{N}{1,3}``, DeepSeek-V3's first split). ``form`` is
+    ``(min, max, class B, prefix class A, to_end)`` (``tokjit.kernels.structs.class_run_form``):
+
+    * ``B{min,max}``: each run of B cut into matches of max characters from its start, the rest a
+      match when it holds min or more (a match ends where the run or the count does, and every later
+      start inside a run holds fewer); with ``to_end``, only a run that reaches the end (max unbounded);
+    * ``A?B{1,max}``: at each position the prefix when B follows it, else B alone (a character in both
+      sets starts the same run either way), else no match there.
+
+    Returns the number of matches, or ERR_OUT_FULL."""
+    run_min, run_max, k, prefix, to_end = form[0], form[1], form[2], form[3], form[4]
     cap = out_starts.shape[0]
     n = 0
+    p = start
+    if prefix >= 0:
+        while p < end:
+            q = p
+            la = _class_len(prefix, buf, p, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+            if la > 0 and _class_len(k, buf, p + la, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc) > 0:
+                q = p + la
+            elif _class_len(k, buf, p, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc) == 0:
+                b0 = buf[p]
+                p += 1 if b0 < 0x80 else (2 if b0 < 0xE0 else (3 if b0 < 0xF0 else 4))
+                continue
+            count = 0
+            while count != run_max:
+                lb = _class_len(k, buf, q, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+                if lb == 0:
+                    break
+                q += lb
+                count += 1
+            if n >= cap:
+                return ERR_OUT_FULL
+            out_starts[n] = p
+            out_ends[n] = q
+            n += 1
+            p = q
+        return n
     count = 0
     run_start = start
-    p = start
     while p <= end:
-        ln = 0
-        if p < end:
-            b = buf[p]
-            if b < 0x80:
-                ln = 1 if cls_ascii[k, b] != 0 else 0
-            else:
-                ln = _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+        ln = _class_len(k, buf, p, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
         if ln > 0:
             if count == 0:
                 run_start = p
@@ -492,7 +526,7 @@ def class_run_matches(buf, start, end, k, cls_ascii, cls_mask, cls_neg, cls_roff
             p += ln
             if count != run_max:
                 continue
-        if count >= run_min:
+        if count >= run_min and (to_end == 0 or p >= end):
             if n >= cap:
                 return ERR_OUT_FULL
             out_starts[n] = run_start
@@ -517,11 +551,11 @@ def find_step_matches(rx, k, buf, start, end, params, m_starts, m_ends, stack):
     p0, p1, r0, r1 = row[STEP_PROG], row[STEP_PROG + 1], row[STEP_REP], row[STEP_REP + 1]
     c0, c1, g0, g1 = row[STEP_CLASSES], row[STEP_CLASSES + 1], row[STEP_RANGES], row[STEP_RANGES + 1]
     o0, o1 = row[STEP_ROFF], row[STEP_ROFF + 1]
-    if row[STEP_RUN_MIN] > 0:
-        return class_run_matches(buf, start, end, 0, borrow(rx, "cls_ascii")[c0:c1], borrow(rx, "cls_mask")[c0:c1],
-                                 borrow(rx, "cls_neg")[c0:c1], borrow(rx, "cls_roff")[o0:o1],
-                                 borrow(rx, "cls_ranges")[g0:g1], borrow(rx, "gc"), row[STEP_RUN_MIN],
-                                 row[STEP_RUN_MAX], m_starts, m_ends)
+    if row[STEP_RUN] > 0:
+        return class_run_matches(buf, start, end, row[STEP_RUN:STEP_RUN + 5], borrow(rx, "cls_ascii")[c0:c1],
+                                 borrow(rx, "cls_mask")[c0:c1], borrow(rx, "cls_neg")[c0:c1],
+                                 borrow(rx, "cls_roff")[o0:o1], borrow(rx, "cls_ranges")[g0:g1], borrow(rx, "gc"),
+                                 m_starts, m_ends)
     if row[STEP_SHAPE] != SHAPE_VM:
         n = split_known(row[STEP_SHAPE], row[STEP_SHAPE_FLAGS], row[STEP_MAX_DIGITS], borrow(rx, "roles"), buf, start,
                         end, m_starts, m_ends, np.int64(0))

@@ -206,13 +206,14 @@ def make_added_rules(matcher) -> AddedRules:
 # columns of a REGEX's ``steps`` row (make_regex; tokjit.kernels.regex_vm.split_in_steps reads them):
 # [start, end) of the split's program in prog, rep_info, the class arrays (cls_ascii, cls_mask, cls_neg),
 # cls_ranges and cls_roff; then its n_memo, behaviour and invert; then how its matches are found without
-# the VM: a pattern that is one class repeated (STEP_RUN_MIN >= 1, STEP_RUN_MAX -1 = unbounded;
+# the VM: a pattern that is a run of one class (STEP_RUN_*, the form class_run_form gives;
 # regex_vm.class_run_matches), or a recognized pattern's scanner (STEP_SHAPE, its flags and digits; the
 # structure's roles)
 STEP_PROG, STEP_REP, STEP_CLASSES, STEP_RANGES, STEP_ROFF = 0, 2, 4, 6, 8
 STEP_N_MEMO, STEP_BEHAVIOR, STEP_INVERT = 10, 11, 12
-STEP_RUN_MIN, STEP_RUN_MAX, STEP_SHAPE, STEP_SHAPE_FLAGS, STEP_MAX_DIGITS = 13, 14, 15, 16, 17
-STEP_FIELDS = 18
+STEP_RUN = 13  # STEP_RUN .. STEP_RUN + 4: min (0 = no run), max, class, prefix class, to the end
+STEP_SHAPE, STEP_SHAPE_FLAGS, STEP_MAX_DIGITS = 18, 19, 20
+STEP_FIELDS = 21
 
 RegexType, Regex, REGEX = _declare("Regex", [
     ("prog", types.int32[:, ::1]), ("rep_info", types.int32[:, ::1]), ("cls_ascii", types.uint8[:, ::1]),
@@ -267,10 +268,10 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
             steps[k, 2 * j], steps[k, 2 * j + 1] = at[j], at[j] + n
             at[j] += n
         steps[k, STEP_N_MEMO], steps[k, STEP_BEHAVIOR], steps[k, STEP_INVERT] = q.n_memo, beh, bool(inv)
-        steps[k, STEP_RUN_MIN], steps[k, STEP_RUN_MAX] = class_run_bounds(q)
+        steps[k, STEP_RUN:STEP_RUN + 5] = class_run_form(q)
     shape, flags, max_digits, roles = known if known is not None else (0, 0, 0, np.zeros(1, np.uint8))
     for k, step_known in enumerate(known_steps or ()):
-        if step_known is not None and steps[k, STEP_RUN_MIN] == 0:
+        if step_known is not None and steps[k, STEP_RUN] == 0:
             steps[k, STEP_SHAPE], steps[k, STEP_SHAPE_FLAGS], steps[k, STEP_MAX_DIGITS] = step_known[:3]
             if known is None and roles.shape[0] == 1:
                 roles = step_known[3]
@@ -289,23 +290,48 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
     return regex
 
 
-def class_run_bounds(program) -> tuple[int, int]:
-    """``(min, max)`` when ``program`` is one class repeated greedily or possessively at least once (``\\p{N}
-    {1,3}``, ``[...]+``, one class alone: max -1 = unbounded), else ``(0, 0)``: its matches are the
-    class's runs cut every max characters, which ``regex_vm.class_run_matches`` finds without the VM."""
-    from tokjit.regex.compiler import MODE_LAZY, OP_CLASS, OP_MATCH, OP_REP
+def class_run_form(program) -> tuple[int, int, int, int, int]:
+    """``(min, max, class, prefix class, to_end)`` when ``program`` is a run of one class that
+    ``regex_vm.class_run_matches`` finds without the VM, else zeros. The forms: ``B{min,max}``
+    (``\\p{N}{1,3}``, ``[...]+``, one class alone or written m times; max -1 = unbounded),
+    ``A?B{1,max}`` with a greedy optional prefix (prefix class >= 0; llama.cpp's ``\\s?[A-Za-z...]+``),
+    and ``B{min,}`` that must reach the subject's end (to_end 1: ``\\s+(?![\\s\\S])``, ``\\s+\\z``). Greedy or possessive runs
+    only (a lazy run's matches are min characters each; a possessive prefix does not give its
+    character back)."""
+    from tokjit.regex.compiler import A_TEXT_END, MODE_GREEDY, MODE_LAZY, OP_ASSERT, OP_CLASS, OP_LOOK_END, \
+        OP_LOOK_START, OP_MATCH, OP_REP
+    none = (0, 0, 0, -1, 0)
     prog = np.asarray(program.prog)
-    if prog.shape[0] != 2 or prog[1, 0] != OP_MATCH or prog[0, 1] != 0:
-        return 0, 0
-    if prog[0, 0] == OP_CLASS:
-        return 1, 1
-    if prog[0, 0] != OP_REP:
-        return 0, 0
-    hi, mode, _ = (int(x) for x in program.rep_info[prog[0, 3]])
-    lo = int(prog[0, 2])
-    if lo < 1 or mode == MODE_LAZY:  # (a lazy run's matches are min characters each)
-        return 0, 0
-    return lo, hi
+    ops = prog[:, 0].tolist()
+
+    def rep(row):  # (min, max, mode) of a REP row
+        hi, mode, _ = (int(x) for x in program.rep_info[prog[row, 3]])
+        return int(prog[row, 2]), hi, mode
+
+    if len(ops) >= 2 and ops == [OP_CLASS] * (len(ops) - 1) + [OP_MATCH] and len(set(prog[:-1, 1].tolist())) == 1:
+        return len(ops) - 1, len(ops) - 1, int(prog[0, 1]), -1, 0  # B{m}, the class written m times
+    if ops == [OP_REP, OP_MATCH]:
+        lo, hi, mode = rep(0)
+        return (lo, hi, int(prog[0, 1]), -1, 0) if lo >= 1 and mode != MODE_LAZY else none
+    if ops == [OP_REP, OP_REP, OP_MATCH]:
+        (plo, phi, pmode), (lo, hi, mode) = rep(0), rep(1)
+        if (plo, phi, pmode) == (0, 1, MODE_GREEDY) and lo == 1 and mode != MODE_LAZY:
+            return 1, hi, int(prog[1, 1]), int(prog[0, 1]), 0
+        return none
+    ends = ops == [OP_REP, OP_ASSERT, OP_MATCH] and prog[1, 1] == A_TEXT_END
+    if ops == [OP_REP, OP_LOOK_START, OP_CLASS, OP_LOOK_END, OP_MATCH] and prog[1, 1] == 1:
+        # a negative lookahead of any one character (every category but the surrogates, which
+        # UTF-8 text never holds): the subject's end
+        from tokjit.regex.unicode_tables import CATEGORIES
+        k = int(prog[2, 1])
+        every = (1 << len(CATEGORIES)) - 1 - (1 << CATEGORIES.index("Cs"))
+        ends = bool(program.cls_neg[k] == 0 and program.cls_ascii[k].all()
+                    and int(program.cls_mask[k]) & every == every)
+    if ends:
+        lo, hi, mode = rep(0)
+        if lo >= 1 and hi == -1 and mode != MODE_LAZY:
+            return lo, -1, int(prog[0, 1]), -1, 1
+    return none
 
 
 # -------------------------------------------------------------------------------------------------
