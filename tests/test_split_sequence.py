@@ -125,7 +125,8 @@ def test_class_run_matches_the_vm(pattern):
     form = np.array(class_run_form(q), np.int64)
     assert form[0] >= 1
     rng = random.Random(5)
-    alphabet = list("0123456789abcABC .,;!?-\t\n") + ["中", "文", "ア", "ぁ", "١", "²", "Ⅻ", "\u3000", "é", "\u0301", "👍"]
+    alphabet = list("0123456789abcABC .,;!?-\t\n") + ["中", "文", "ア", "ぁ", "١", "²", "Ⅻ", "\u3000", "é", "\u0301",
+                                                   "👍"]
     texts = corpus_lines(step=25) + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
                                      for _ in range(2000)]
     for text in texts:

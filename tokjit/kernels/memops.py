@@ -328,7 +328,17 @@ def load_two_words(buf, i, n):
 
 
 BYTE_ONES = np.uint64(0x0101010101010101)  # times a byte value: that byte in every lane of a word
-_HIGH_BITS = np.uint64(0x8080808080808080)
+HIGH_BITS = np.uint64(0x8080808080808080)
+LOW7_BITS = np.uint64(0x7F7F7F7F7F7F7F7F)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def bytes_in(w7, lo, hi):
+    """0x80 in each byte of ``w7`` (bytes < 0x80) that lies in ``lo..hi`` (0 <= lo, hi <= 0x7F), 0 in
+    the others. No byte sum reaches 0x100, so bytes do not disturb their neighbours."""
+    above = w7 + BYTE_ONES * np.uint64(0x80 - lo)
+    not_below = w7 + BYTE_ONES * np.uint64(0x7F - hi)
+    return above & ~not_below & HIGH_BITS
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -336,7 +346,7 @@ def byte_hits(w, repeated):
     """0x80 in the lowest byte of ``w`` equal to the byte ``repeated`` holds in every lane, when one
     is; bytes above it may be marked too (a borrow), which callers never read; 0 when none is."""
     x = w ^ repeated
-    return (x - BYTE_ONES) & ~x & _HIGH_BITS
+    return (x - BYTE_ONES) & ~x & HIGH_BITS
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)

@@ -27,11 +27,10 @@ import unicodedata
 import numpy as np
 from numba import njit
 
-from tokjit.kernels.memops import load_word
+from tokjit.kernels.memops import HIGH_BITS, load_word
 from tokjit.kernels.utf8 import decode_bmp
 
 NOT_YES = 255  # combining classes stop at 240
-_HIGH_BITS = np.uint64(0x8080808080808080)
 _TABLES: dict[str, np.ndarray] = {}
 _YES_BITS: dict[str, np.ndarray] = {}
 _HANGUL_SYLLABLES = range(0xAC00, 0xD7A4)
@@ -105,7 +104,7 @@ def _quick_check(buf, p, end, table, yes_bits):
         if b0 < 0x80:
             last = 0
             p += 1
-            while p + 8 <= end and (load_word(buf, p, 8) & _HIGH_BITS) == 0:
+            while p + 8 <= end and (load_word(buf, p, 8) & HIGH_BITS) == 0:
                 p += 8
             continue
         cp, n = decode_bmp(buf, p, end)  # a well-formed 2- or 3-byte character, else -1

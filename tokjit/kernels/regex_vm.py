@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
 from tokjit.kernels.structs import (STEP_BEHAVIOR, STEP_CLASSES, STEP_INVERT, STEP_MAX_DIGITS, STEP_N_MEMO,
                                     STEP_PROG, STEP_RANGES, STEP_REP, STEP_ROFF, STEP_RUN, STEP_SHAPE, STEP_SHAPE_FLAGS,
                                     borrow)
+from tokjit.kernels.memops import HIGH_BITS, LOW7_BITS, bytes_in, load_word
 from tokjit.kernels.utf8 import decode_at
 
 __all__ = ["find_matches", "ERR_OUT_FULL", "ERR_STACK_FULL", "ERR_BUDGET"]
@@ -472,6 +474,28 @@ def _class_len(k, buf, p, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_range
     return _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
 
 
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _past_ascii_outside(buf, p, end, ranges):
+    """The first position from ``p`` whose byte is not ASCII or lies in one of the two ASCII ranges
+    ``ranges`` packs (``tokjit.kernels.structs.ascii_ranges``), or ``end``: eight bytes a step."""
+    lo1, hi1, lo2, hi2 = ranges & 0xFF, (ranges >> 8) & 0xFF, (ranges >> 16) & 0xFF, (ranges >> 24) & 0xFF
+    while p < end:
+        m = min(end - p, 8)
+        w = load_word(buf, p, m)
+        w7 = w & LOW7_BITS
+        stops = w & HIGH_BITS
+        if lo1 <= hi1:
+            stops |= bytes_in(w7, lo1, hi1) & ~w
+        if lo2 <= hi2:
+            stops |= bytes_in(w7, lo2, hi2) & ~w
+        if m < 8:
+            stops &= (np.uint64(1) << np.uint64(8 * m)) - np.uint64(1)  # (padding bytes may be in a range)
+        if stops != 0:
+            return p + np.int64(trailing_zeros(stops) >> 3)
+        p += m
+    return p
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def class_run_matches(buf, start, end, form, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc, out_starts,
                       out_ends):
@@ -487,7 +511,7 @@ def class_run_matches(buf, start, end, form, cls_ascii, cls_mask, cls_neg, cls_r
       sets starts the same run either way), else no match there.
 
     Returns the number of matches, or ERR_OUT_FULL."""
-    run_min, run_max, k, prefix, to_end = form[0], form[1], form[2], form[3], form[4]
+    run_min, run_max, k, prefix, to_end, ranges = form[0], form[1], form[2], form[3], form[4], form[5]
     cap = out_starts.shape[0]
     n = 0
     p = start
@@ -518,6 +542,8 @@ def class_run_matches(buf, start, end, form, cls_ascii, cls_mask, cls_neg, cls_r
     count = 0
     run_start = start
     while p <= end:
+        if count == 0 and ranges >= 0:
+            p = _past_ascii_outside(buf, p, end, ranges)  # (ASCII text between runs: digits in English)
         ln = _class_len(k, buf, p, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
         if ln > 0:
             if count == 0:
@@ -552,7 +578,7 @@ def find_step_matches(rx, k, buf, start, end, params, m_starts, m_ends, stack):
     c0, c1, g0, g1 = row[STEP_CLASSES], row[STEP_CLASSES + 1], row[STEP_RANGES], row[STEP_RANGES + 1]
     o0, o1 = row[STEP_ROFF], row[STEP_ROFF + 1]
     if row[STEP_RUN] > 0:
-        return class_run_matches(buf, start, end, row[STEP_RUN:STEP_RUN + 5], borrow(rx, "cls_ascii")[c0:c1],
+        return class_run_matches(buf, start, end, row[STEP_RUN:STEP_RUN + 6], borrow(rx, "cls_ascii")[c0:c1],
                                  borrow(rx, "cls_mask")[c0:c1], borrow(rx, "cls_neg")[c0:c1],
                                  borrow(rx, "cls_roff")[o0:o1], borrow(rx, "cls_ranges")[g0:g1], borrow(rx, "gc"),
                                  m_starts, m_ends)

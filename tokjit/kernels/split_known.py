@@ -25,7 +25,8 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from tokjit.kernels.memops import LITTLE_ENDIAN, ascii_classes64, load_word, nonneg
+from tokjit.kernels.memops import (BYTE_ONES, HIGH_BITS, LITTLE_ENDIAN, LOW7_BITS, ascii_classes64, bytes_in,
+                                   load_word, nonneg)
 from tokjit.kernels.utf8 import decode_at
 
 SHAPE_VM = 0
@@ -78,35 +79,23 @@ def _role_at(roles, buf, p, end):
     return np.int64(roles[nonneg(cp)]), cp, ln
 
 
-_ONES = np.uint64(0x0101010101010101)
-_HIGH = np.uint64(0x8080808080808080)
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
 _CASE_BIT = np.uint64(0x2020202020202020)
 # ASCII members of the roles with a word-at-a-time run (recognize() checks them against ``roles``)
 ASCII_RUN_ROLES = {ROLE_LETTER: "A-Za-z", ROLE_NUMBER: "0-9", ROLE_UPPER: "A-Z", ROLE_LOWER: "a-z"}
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _bytes_in(w7, lo, hi):
-    """0x80 in each byte of ``w7`` (bytes < 0x80) that lies in ``lo..hi``, 0 in the others. No byte
-    sum reaches 0x100, so bytes do not disturb their neighbours."""
-    above = w7 + _ONES * np.uint64(0x80 - lo)
-    not_below = w7 + _ONES * np.uint64(0x7F - hi)
-    return above & ~not_below & _HIGH
-
-
-@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _ascii_members(w, bits):
     """0x80 in each byte of ``w`` that is an ASCII member of role ``bits`` (a key of ASCII_RUN_ROLES)."""
-    w7 = w & _LOW7
+    w7 = w & LOW7_BITS
     if bits == ROLE_LOWER:
-        m = _bytes_in(w7, 0x61, 0x7A)
+        m = bytes_in(w7, 0x61, 0x7A)
     elif bits == ROLE_UPPER:
-        m = _bytes_in(w7, 0x41, 0x5A)
+        m = bytes_in(w7, 0x41, 0x5A)
     elif bits == ROLE_NUMBER:
-        m = _bytes_in(w7, 0x30, 0x39)
+        m = bytes_in(w7, 0x30, 0x39)
     else:
-        m = _bytes_in(w7 | _CASE_BIT, 0x61, 0x7A)
+        m = bytes_in(w7 | _CASE_BIT, 0x61, 0x7A)
     return m & ~w
 
 
@@ -118,7 +107,7 @@ def _ascii_run(buf, p, end, bits):
         m = end - p
         if m > 8:
             m = 8
-        misses = ~_ascii_members(load_word(buf, p, m), bits) & _HIGH
+        misses = ~_ascii_members(load_word(buf, p, m), bits) & HIGH_BITS
         if misses == 0:
             p += 8
         else:
@@ -333,13 +322,13 @@ def _cased_ascii_word(buf, i, end):
         m = 8
     w = load_word(buf, q, m)
     # bytes past m load as 0, which is no letter: a run stops there at the latest
-    not_upper = ~_ascii_members(w, ROLE_UPPER) & _HIGH
+    not_upper = ~_ascii_members(w, ROLE_UPPER) & HIGH_BITS
     if not_upper == 0:
         # eight upper letters (m is 8): the runs go on past the load
         run_end = _ascii_run(buf, _ascii_run(buf, q + 8, end, ROLE_UPPER), end, ROLE_LOWER)
     else:
         n_upper = np.int64(trailing_zeros(not_upper) >> 3)
-        not_lower = (~_ascii_members(w, ROLE_LOWER) & _HIGH) >> np.uint64(8 * n_upper)
+        not_lower = (~_ascii_members(w, ROLE_LOWER) & HIGH_BITS) >> np.uint64(8 * n_upper)
         n_lower = 8 - n_upper if not_lower == 0 else np.int64(trailing_zeros(not_lower) >> 3)
         run_end = q + n_upper + n_lower
         if n_upper + n_lower == 0:
@@ -502,18 +491,18 @@ def _byte_classes(buf, i, avail):
         if m > 8:
             m = 8
         w = load_word(buf, i + k, m)
-        w7 = w & _LOW7
-        ascii = ~w & _HIGH
+        w7 = w & LOW7_BITS
+        ascii = ~w & HIGH_BITS
         shift = np.uint64(k)
-        letters |= _gather(_bytes_in(w7 | _CASE_BIT, 0x61, 0x7A) & ascii) << shift
-        up |= _gather(_bytes_in(w7, 0x41, 0x5A) & ascii) << shift
-        sp |= _gather(_bytes_in(w7, 0x20, 0x20) & ascii) << shift
-        bl |= _gather((_bytes_in(w7, 0x09, 0x09) | _bytes_in(w7, 0x0B, 0x0C)) & ascii) << shift
-        nl |= _gather((_bytes_in(w7, 0x0A, 0x0A) | _bytes_in(w7, 0x0D, 0x0D)) & ascii) << shift
-        dg |= _gather(_bytes_in(w7, 0x30, 0x39) & ascii) << shift
-        sl |= _gather(_bytes_in(w7, 0x2F, 0x2F) & ascii) << shift
-        ap |= _gather(_bytes_in(w7, 0x27, 0x27) & ascii) << shift
-        hard8 = _gather((_bytes_in(w7, 0x00, 0x1F) & ~_bytes_in(w7, 0x09, 0x0D) & ascii) | (w & _HIGH)) & _low_bits(m)
+        letters |= _gather(bytes_in(w7 | _CASE_BIT, 0x61, 0x7A) & ascii) << shift
+        up |= _gather(bytes_in(w7, 0x41, 0x5A) & ascii) << shift
+        sp |= _gather(bytes_in(w7, 0x20, 0x20) & ascii) << shift
+        bl |= _gather((bytes_in(w7, 0x09, 0x09) | bytes_in(w7, 0x0B, 0x0C)) & ascii) << shift
+        nl |= _gather((bytes_in(w7, 0x0A, 0x0A) | bytes_in(w7, 0x0D, 0x0D)) & ascii) << shift
+        dg |= _gather(bytes_in(w7, 0x30, 0x39) & ascii) << shift
+        sl |= _gather(bytes_in(w7, 0x2F, 0x2F) & ascii) << shift
+        ap |= _gather(bytes_in(w7, 0x27, 0x27) & ascii) << shift
+        hard8 = _gather((bytes_in(w7, 0x00, 0x1F) & ~bytes_in(w7, 0x09, 0x0D) & ascii) | (w & HIGH_BITS)) & _low_bits(m)
         hard |= hard8 << shift
         if hard8 != 0:
             break

@@ -211,9 +211,9 @@ def make_added_rules(matcher) -> AddedRules:
 # structure's roles)
 STEP_PROG, STEP_REP, STEP_CLASSES, STEP_RANGES, STEP_ROFF = 0, 2, 4, 6, 8
 STEP_N_MEMO, STEP_BEHAVIOR, STEP_INVERT = 10, 11, 12
-STEP_RUN = 13  # STEP_RUN .. STEP_RUN + 4: min (0 = no run), max, class, prefix class, to the end
-STEP_SHAPE, STEP_SHAPE_FLAGS, STEP_MAX_DIGITS = 18, 19, 20
-STEP_FIELDS = 21
+STEP_RUN = 13  # STEP_RUN .. STEP_RUN + 5: min (0 = no run), max, class, prefix class, to the end, ASCII ranges
+STEP_SHAPE, STEP_SHAPE_FLAGS, STEP_MAX_DIGITS = 19, 20, 21
+STEP_FIELDS = 22
 
 RegexType, Regex, REGEX = _declare("Regex", [
     ("prog", types.int32[:, ::1]), ("rep_info", types.int32[:, ::1]), ("cls_ascii", types.uint8[:, ::1]),
@@ -268,7 +268,7 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
             steps[k, 2 * j], steps[k, 2 * j + 1] = at[j], at[j] + n
             at[j] += n
         steps[k, STEP_N_MEMO], steps[k, STEP_BEHAVIOR], steps[k, STEP_INVERT] = q.n_memo, beh, bool(inv)
-        steps[k, STEP_RUN:STEP_RUN + 5] = class_run_form(q)
+        steps[k, STEP_RUN:STEP_RUN + 6] = class_run_form(q)
     shape, flags, max_digits, roles = known if known is not None else (0, 0, 0, np.zeros(1, np.uint8))
     for k, step_known in enumerate(known_steps or ()):
         if step_known is not None and steps[k, STEP_RUN] == 0:
@@ -290,14 +290,34 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
     return regex
 
 
-def class_run_form(program) -> tuple[int, int, int, int, int]:
-    """``(min, max, class, prefix class, to_end)`` when ``program`` is a run of one class that
-    ``regex_vm.class_run_matches`` finds without the VM, else zeros. The forms: ``B{min,max}``
+def class_run_form(program) -> tuple[int, int, int, int, int, int]:
+    """``(min, max, class, prefix class, to_end, ASCII ranges)`` when ``program`` is a run of one class
+    that ``regex_vm.class_run_matches`` finds without the VM, else zeros. The forms: ``B{min,max}``
     (``\\p{N}{1,3}``, ``[...]+``, one class alone or written m times; max -1 = unbounded),
     ``A?B{1,max}`` with a greedy optional prefix (prefix class >= 0; llama.cpp's ``\\s?[A-Za-z...]+``),
-    and ``B{min,}`` that must reach the subject's end (to_end 1: ``\\s+(?![\\s\\S])``, ``\\s+\\z``). Greedy or possessive runs
-    only (a lazy run's matches are min characters each; a possessive prefix does not give its
-    character back)."""
+    and ``B{min,}`` that must reach the subject's end (to_end 1: ``\\s+(?![\\s\\S])``, ``\\s+\\z``).
+    Greedy or possessive runs only (a lazy run's matches are min characters each; a possessive prefix
+    does not give its character back). The ASCII ranges (:func:`ascii_ranges`; -1 with a prefix) let the kernel pass
+    over ASCII text outside the class eight bytes at a time."""
+    form = _class_run(program)
+    ranges = ascii_ranges(program.cls_ascii[form[2]]) if form[0] > 0 and form[3] < 0 else -1
+    return (*form, ranges)
+
+
+def ascii_ranges(members: np.ndarray) -> int:
+    """The ASCII members of a class (``members``: 128 flags) as at most two ranges ``lo1 | hi1 << 8 |
+    lo2 << 16 | hi2 << 24`` (an empty range has lo > hi), or -1 when they are more."""
+    edges = np.flatnonzero(np.diff(np.r_[0, (np.asarray(members[:128]) != 0).astype(np.int8), 0]))
+    bounds = [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2])]
+    if len(bounds) > 2:
+        return -1
+    bounds += [(1, 0)] * (2 - len(bounds))
+    (lo1, hi1), (lo2, hi2) = bounds
+    return lo1 | hi1 << 8 | lo2 << 16 | hi2 << 24
+
+
+def _class_run(program) -> tuple[int, int, int, int, int]:
+    """:func:`class_run_form` without the ASCII ranges."""
     from tokjit.regex.compiler import A_TEXT_END, MODE_GREEDY, MODE_LAZY, OP_ASSERT, OP_CLASS, OP_LOOK_END, \
         OP_LOOK_START, OP_MATCH, OP_REP
     none = (0, 0, 0, -1, 0)
