@@ -23,6 +23,8 @@ FAMILIES = {
     "llama2-spm": "spm/llama2/tokenizer.model",
     "t5": "hf/t5/tokenizer.json",
     "bert": "hf/bert-minilm/tokenizer.json",
+    # a sequence of splits (DeepSeek-V3's, on Llama 3's vocabulary: benchmarks._engines.build_deepseek_v3)
+    "deepseek-v3": "build:deepseek-v3",
 }
 FAMILY_NAMES = list(FAMILIES)
 
@@ -39,7 +41,19 @@ CORPORA = {
 def source_path(family: str) -> str | None:
     """File a family loads from (None for bundled encodings)."""
     where = FAMILIES[family]
+    if where.startswith("build:"):
+        return str(_built(where))
     return None if where.startswith("bundled:") else str(DATA / where)
+
+
+def _built(where: str) -> Path:
+    """The tokenizer.json a ``build:`` family writes from the shared data (NotImplementedError: asv
+    skips it, when that data is missing)."""
+    from ._engines import BUILT
+    try:
+        return BUILT[where]()
+    except FileNotFoundError as exc:
+        raise NotImplementedError(f"shared data not found: {exc}") from exc
 
 
 _LOADED: dict = {}
@@ -55,7 +69,7 @@ def load(family: str, *, fresh: bool = False):
     where = FAMILIES[family]
     if where.startswith("bundled:"):
         return tokjit.get_encoding(where.split(":", 1)[1])
-    path = DATA / where
+    path = _built(where) if where.startswith("build:") else DATA / where
     if not path.exists():
         raise NotImplementedError(f"shared data not found: {path} (set TOKJIT_TEST_DATA)")
     # UnsupportedComponentError is a NotImplementedError: a family not built yet is skipped

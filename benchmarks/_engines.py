@@ -40,6 +40,11 @@ LIBRARIES = ["tokjit", "tiktoken", "HF-tokenizers", "sentencepiece", "gigatoken"
 # Qwen2's split pattern: like Llama 3's but one digit per piece.
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# DeepSeek-V3's pre-tokenizer (its tokenizer.json): three Isolated splits in sequence, then a byte-level
+# step that only maps bytes
+DEEPSEEK_V3_SPLITS = (r"\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
+                      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+                      " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+")
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ TOKENIZERS: dict[str, TokenizerSpec] = {
     "cl100k_base": TokenizerSpec("tiktoken", "cl100k_base", "hf/gpt35turbo/tokenizer.json"),
     "llama3": TokenizerSpec("hf", "hf/llama3/tokenizer.json"),
     "qwen-nfc": TokenizerSpec("hf", "build:qwen-nfc"),
+    "deepseek-v3": TokenizerSpec("hf", "build:deepseek-v3"),
     "gemma3": TokenizerSpec("hf", "hf/gemma3/tokenizer.json"),
     "llama2-spm": TokenizerSpec("spm", "spm/llama2/tokenizer.model"),
     "t5-spm": TokenizerSpec("spm", "hf/t5/spiece.model"),
@@ -119,16 +125,32 @@ def tiktoken_rank_file(name: str) -> Path:
 def build_qwen_nfc() -> Path:
     """A Qwen-style byte-level BPE tokenizer.json: Llama 3's vocabulary and merges with an NFC
     normalizer and Qwen2's single-digit split pattern. There is no Qwen file in the shared data;
-    HF ``tokenizers`` loads this one, so the reference ids exist. Written once per content under the
-    temp directory, so tokjit's parse cache (keyed by the file hash) is reused across runs."""
+    HF ``tokenizers`` loads this one, so the reference ids exist."""
     doc = json.loads((DATA / "hf/llama3/tokenizer.json").read_text(encoding="utf-8"))
     doc["normalizer"] = {"type": "NFC"}
     for pre in doc["pre_tokenizer"]["pretokenizers"]:
         if pre["type"] == "Split":
             pre["pattern"] = {"Regex": QWEN2_SPLIT}
+    return _written("qwen-nfc", doc)
+
+
+def build_deepseek_v3() -> Path:
+    """A DeepSeek-V3-style tokenizer.json: Llama 3's vocabulary and merges after DeepSeek-V3's
+    sequence of splits (no DeepSeek file is in the shared data; HF ``tokenizers`` loads this one)."""
+    doc = json.loads((DATA / "hf/llama3/tokenizer.json").read_text(encoding="utf-8"))
+    splits = [{"type": "Split", "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False}
+              for p in DEEPSEEK_V3_SPLITS]
+    doc["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": splits + [
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    return _written("deepseek-v3", doc)
+
+
+def _written(name: str, doc: dict) -> Path:
+    """``doc`` as a tokenizer.json, written once per content under the temp directory, so tokjit's
+    parse cache (keyed by the file hash) is reused across runs."""
     text = json.dumps(doc, ensure_ascii=False)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / "tokjit-bench" / f"qwen-nfc-{digest}" / "tokenizer.json"
+    path = Path(tempfile.gettempdir()) / "tokjit-bench" / f"{name}-{digest}" / "tokenizer.json"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -137,11 +159,14 @@ def build_qwen_nfc() -> Path:
     return path
 
 
+BUILT = {"build:qwen-nfc": build_qwen_nfc, "build:deepseek-v3": build_deepseek_v3}
+
+
 def tokenizer_path(spec: TokenizerSpec) -> Path:
     if spec.kind == "tiktoken":
         return tiktoken_rank_file(spec.source)
-    if spec.source == "build:qwen-nfc":
-        return build_qwen_nfc()
+    if spec.source in BUILT:
+        return BUILT[spec.source]()
     path = DATA / spec.source
     if not path.exists():
         raise Unavailable(f"shared data not found: {path} (set TOKJIT_TEST_DATA)")

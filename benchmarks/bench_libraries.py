@@ -23,7 +23,7 @@ from ._engines import (
 
 # one tokenizer per reference library and family (the same files as ``_common.FAMILIES``)
 ASV_TOKENIZERS = {"o200k": "o200k_base", "llama3": "llama3", "llama2-spm": "llama2-spm",
-                  "bert": "bert"}
+                  "bert": "bert", "deepseek-v3": "deepseek-v3"}
 LIBRARY_ROLES = ["tokjit", "reference", "gigatoken", "fastokens"]
 BATCH_APIS = sorted({"batch/1", f"batch/{ALL_THREADS}", "flat/1", f"flat/{ALL_THREADS}"})
 

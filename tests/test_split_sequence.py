@@ -117,13 +117,16 @@ def test_class_run_matches_the_vm(pattern):
     import numpy as np
 
     from tokjit.kernels.regex_vm import class_run_matches
-    from tokjit.kernels.structs import class_run_form
+    from tokjit.kernels.structs import BMP_WORDS, bmp_bits, class_run_form
     from tokjit.regex.compiled import CompiledRegex
 
     vm = CompiledRegex(pattern, syntax="onig")
     q = vm.program
-    form = np.array(class_run_form(q), np.int64)
+    form = class_run_form(q)
     assert form[0] >= 1
+    # the class's BMP bitmap first, the prefix class's after it (as make_regex lays them out)
+    bits = np.concatenate([bmp_bits(q, k) for k in (form[2], form[3]) if k >= 0])
+    form = np.array([*form, 0, BMP_WORDS if form[3] >= 0 else -1], np.int64)
     rng = random.Random(5)
     alphabet = list("0123456789abcABC .,;!?-\t\n") + ["中", "文", "ア", "ぁ", "١", "²", "Ⅻ", "\u3000", "é", "\u0301",
                                                    "👍"]
@@ -132,8 +135,8 @@ def test_class_run_matches_the_vm(pattern):
     for text in texts:
         buf = np.frombuffer(bytearray(text.encode("utf-8")), np.uint8)
         out_s, out_e = np.empty(buf.shape[0] + 1, np.int64), np.empty(buf.shape[0] + 1, np.int64)
-        n = class_run_matches(buf, 0, buf.shape[0], form, q.cls_ascii, q.cls_mask, q.cls_neg, q.cls_roff, q.cls_ranges,
-                              q.gc, out_s, out_e)
+        n = class_run_matches(buf, 0, buf.shape[0], form, bits, q.cls_ascii, q.cls_mask, q.cls_neg, q.cls_roff,
+                              q.cls_ranges, q.gc, out_s, out_e)
         starts, ends = vm.find_spans(buf)
         assert (out_s[:n].tolist(), out_e[:n].tolist()) == (starts.tolist(), ends.tolist()), repr(text)
 
@@ -154,4 +157,5 @@ def test_deepseek_v3_steps_skip_the_vm(tmp_path):
     tok = tokjit.load(_tokenizer_json(tmp_path, DEEPSEEK_V3))
     steps = tok._fused.regex.step_table
     assert steps[:, STEP_RUN].tolist() == [1, 1, 0] and steps[:2, STEP_RUN + 1].tolist() == [3, -1]
+    assert steps[:2, STEP_RUN + 6].tolist() == [0, 1024]  # their BMP bitmaps
     assert steps[2, STEP_SHAPE] == sk.SHAPE_DEEPSEEK

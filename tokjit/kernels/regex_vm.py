@@ -464,13 +464,24 @@ def find_matches_in(rx, buf, start, end, params, out_starts, out_ends, stack):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _class_len(k, buf, p, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc):
-    """Length of the code point at ``p`` if it is in class ``k``, else 0 (also at ``end``)."""
+def _class_len(k, bits, at, buf, p, end, classes):
+    """Length of the code point at ``p`` if it is in class ``k``, else 0 (also at ``end``); a BMP
+    character is looked up in the class's bitmap ``bits[at:at + BMP_WORDS]``. ``classes``: the
+    program's (cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc)."""
+    cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc = classes
     if p >= end:
         return 0
-    b = buf[p]
+    b = np.int64(buf[p])
     if b < 0x80:
         return 1 if cls_ascii[k, b] != 0 else 0
+    if b < 0xF0:
+        if b < 0xE0:
+            cp = ((b & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F)
+            ln = 2
+        else:
+            cp = ((b & 0x0F) << 12) | ((np.int64(buf[p + 1]) & 0x3F) << 6) | (np.int64(buf[p + 2]) & 0x3F)
+            ln = 3
+        return ln if (bits[at + (cp >> 6)] >> np.uint64(cp & 63)) & np.uint64(1) != 0 else 0
     return _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
 
 
@@ -497,12 +508,13 @@ def _past_ascii_outside(buf, p, end, ranges):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def class_run_matches(buf, start, end, form, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc, out_starts,
-                      out_ends):
+def class_run_matches(buf, start, end, form, bits, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc,
+                      out_starts, out_ends):
     """The matches in ``buf[start:end]`` of a pattern that is a run of one class, as :func:`find_matches`
     finds them, in one pass with a class test or two per code point (O(n); the VM's search from every
     position cost ~15 ns a byte on ``\\p{N}{1,3}``, DeepSeek-V3's first split). ``form`` is
-    ``(min, max, class B, prefix class A, to_end)`` (``tokjit.kernels.structs.class_run_form``):
+    ``(min, max, class B, prefix class A, to_end, ASCII ranges, B's bitmap, A's bitmap)`` (``tokjit.kernels.
+    structs.class_run_form``; the bitmaps' offsets in ``bits``):
 
     * ``B{min,max}``: each run of B cut into matches of max characters from its start, the rest a
       match when it holds min or more (a match ends where the run or the count does, and every later
@@ -512,22 +524,24 @@ def class_run_matches(buf, start, end, form, cls_ascii, cls_mask, cls_neg, cls_r
 
     Returns the number of matches, or ERR_OUT_FULL."""
     run_min, run_max, k, prefix, to_end, ranges = form[0], form[1], form[2], form[3], form[4], form[5]
+    k_at, prefix_at = form[6], form[7]
+    classes = (cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
     cap = out_starts.shape[0]
     n = 0
     p = start
     if prefix >= 0:
         while p < end:
             q = p
-            la = _class_len(prefix, buf, p, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
-            if la > 0 and _class_len(k, buf, p + la, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc) > 0:
+            la = _class_len(prefix, bits, prefix_at, buf, p, end, classes)
+            if la > 0 and _class_len(k, bits, k_at, buf, p + la, end, classes) > 0:
                 q = p + la
-            elif _class_len(k, buf, p, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc) == 0:
+            elif _class_len(k, bits, k_at, buf, p, end, classes) == 0:
                 b0 = buf[p]
                 p += 1 if b0 < 0x80 else (2 if b0 < 0xE0 else (3 if b0 < 0xF0 else 4))
                 continue
             count = 0
             while count != run_max:
-                lb = _class_len(k, buf, q, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+                lb = _class_len(k, bits, k_at, buf, q, end, classes)
                 if lb == 0:
                     break
                 q += lb
@@ -544,7 +558,7 @@ def class_run_matches(buf, start, end, form, cls_ascii, cls_mask, cls_neg, cls_r
     while p <= end:
         if count == 0 and ranges >= 0:
             p = _past_ascii_outside(buf, p, end, ranges)  # (ASCII text between runs: digits in English)
-        ln = _class_len(k, buf, p, end, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
+        ln = _class_len(k, bits, k_at, buf, p, end, classes)
         if ln > 0:
             if count == 0:
                 run_start = p
@@ -578,7 +592,8 @@ def find_step_matches(rx, k, buf, start, end, params, m_starts, m_ends, stack):
     c0, c1, g0, g1 = row[STEP_CLASSES], row[STEP_CLASSES + 1], row[STEP_RANGES], row[STEP_RANGES + 1]
     o0, o1 = row[STEP_ROFF], row[STEP_ROFF + 1]
     if row[STEP_RUN] > 0:
-        return class_run_matches(buf, start, end, row[STEP_RUN:STEP_RUN + 6], borrow(rx, "cls_ascii")[c0:c1],
+        return class_run_matches(buf, start, end, row[STEP_RUN:STEP_RUN + 8], borrow(rx, "run_bits"),
+                                 borrow(rx, "cls_ascii")[c0:c1],
                                  borrow(rx, "cls_mask")[c0:c1], borrow(rx, "cls_neg")[c0:c1],
                                  borrow(rx, "cls_roff")[o0:o1], borrow(rx, "cls_ranges")[g0:g1], borrow(rx, "gc"),
                                  m_starts, m_ends)

@@ -211,9 +211,12 @@ def make_added_rules(matcher) -> AddedRules:
 # structure's roles)
 STEP_PROG, STEP_REP, STEP_CLASSES, STEP_RANGES, STEP_ROFF = 0, 2, 4, 6, 8
 STEP_N_MEMO, STEP_BEHAVIOR, STEP_INVERT = 10, 11, 12
-STEP_RUN = 13  # STEP_RUN .. STEP_RUN + 5: min (0 = no run), max, class, prefix class, to the end, ASCII ranges
-STEP_SHAPE, STEP_SHAPE_FLAGS, STEP_MAX_DIGITS = 19, 20, 21
-STEP_FIELDS = 22
+# STEP_RUN .. STEP_RUN + 7: min (0 = no run), max, class, prefix class, to the end, ASCII ranges, and where
+# the class's and the prefix class's BMP bitmaps start in run_bits (-1: none)
+STEP_RUN = 13
+STEP_SHAPE, STEP_SHAPE_FLAGS, STEP_MAX_DIGITS = 21, 22, 23
+STEP_FIELDS = 24
+BMP_WORDS = 1024  # a class's flags for U+0000..U+FFFF, 64 to a word
 
 RegexType, Regex, REGEX = _declare("Regex", [
     ("prog", types.int32[:, ::1]), ("rep_info", types.int32[:, ::1]), ("cls_ascii", types.uint8[:, ::1]),
@@ -221,8 +224,9 @@ RegexType, Regex, REGEX = _declare("Regex", [
     ("gc", _U8), ("n_memo", types.int64), ("behavior", types.int64), ("invert", types.boolean),
     # a recognized pattern's scanner (tokjit.kernels.split_known): shape (0 = the VM), flags, digits, roles
     ("shape", types.int64), ("shape_flags", types.int64), ("max_digits", types.int64), ("roles", _U8),
-    # one row per split of a sequence (tokjit.kernels.regex_vm.split_in_steps), STEP_* columns
-    ("steps", types.int64[:, ::1]),
+    # one row per split of a sequence (tokjit.kernels.regex_vm.split_in_steps), STEP_* columns; the BMP
+    # bitmaps of the class runs' classes
+    ("steps", types.int64[:, ::1]), ("run_bits", _U64),
 ])
 
 
@@ -247,6 +251,7 @@ def _new_regex(fields):
     s.max_digits = fields[13]
     s.roles = fields[14]
     s.steps = fields[15]
+    s.run_bits = fields[16]
     return s
 
 
@@ -260,6 +265,7 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
     if any(q.gc is not program.gc and not np.array_equal(q.gc, program.gc) for q, _, _ in splits):
         raise ValueError("the split patterns were compiled against different Unicode tables")
     steps = np.zeros((len(splits), STEP_FIELDS), np.int64)
+    bitmaps = []
     at = np.zeros(5, np.int64)  # prog rows, rep rows, classes, range ints, range offsets so far
     for k, (q, beh, inv) in enumerate(splits):
         sizes = (q.prog.shape[0], q.rep_info.shape[0], q.cls_mask.shape[0], q.cls_ranges.shape[0],
@@ -269,6 +275,12 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
             at[j] += n
         steps[k, STEP_N_MEMO], steps[k, STEP_BEHAVIOR], steps[k, STEP_INVERT] = q.n_memo, beh, bool(inv)
         steps[k, STEP_RUN:STEP_RUN + 6] = class_run_form(q)
+        steps[k, STEP_RUN + 6:STEP_RUN + 8] = -1
+        if steps[k, STEP_RUN] > 0:
+            for j, cls in ((6, steps[k, STEP_RUN + 2]), (7, steps[k, STEP_RUN + 3])):
+                if cls >= 0:
+                    steps[k, STEP_RUN + j] = len(bitmaps) * BMP_WORDS
+                    bitmaps.append(bmp_bits(q, int(cls)))
     shape, flags, max_digits, roles = known if known is not None else (0, 0, 0, np.zeros(1, np.uint8))
     for k, step_known in enumerate(known_steps or ()):
         if step_known is not None and steps[k, STEP_RUN] == 0:
@@ -285,7 +297,8 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
                         joined("cls_mask", np.uint64), joined("cls_neg", np.uint8), joined("cls_roff", np.int32),
                         joined("cls_ranges", np.int32), _arr(program.gc, np.uint8), np.int64(program.n_memo),
                         np.int64(behavior), bool(invert), np.int64(shape), np.int64(flags), np.int64(max_digits),
-                        _arr(roles, np.uint8), steps))
+                        _arr(roles, np.uint8), steps,
+                        _arr(np.concatenate(bitmaps) if bitmaps else np.zeros(1, np.uint64), np.uint64)))
     regex.step_table = steps  # how each split runs, for Python readers (the structure is opaque there)
     return regex
 
@@ -302,6 +315,15 @@ def class_run_form(program) -> tuple[int, int, int, int, int, int]:
     form = _class_run(program)
     ranges = ascii_ranges(program.cls_ascii[form[2]]) if form[0] > 0 and form[3] < 0 else -1
     return (*form, ranges)
+
+
+def bmp_bits(program, k: int) -> np.ndarray:
+    """Class ``k``'s flags for U+0000..U+FFFF, 64 to a uint64 (bit ``cp & 63`` of word ``cp >> 6``): one
+    load and a shift decide a BMP character, where the VM's test looks up its category and searches
+    the class's ranges (CJK text through DeepSeek-V3's splits: ~25% of its time)."""
+    from tokjit.regex.known import class_members
+    flags = class_members(program, k, 0x10000)
+    return np.packbits(flags.reshape(-1, 8), axis=1, bitorder="little").reshape(-1).view("<u8").astype(np.uint64)
 
 
 def ascii_ranges(members: np.ndarray) -> int:

@@ -74,7 +74,7 @@ def roles_table(syntax: str, unicode_table: str) -> np.ndarray:
 def _roles_table(syntax: str, unicode_table: str) -> np.ndarray:
     roles = np.zeros(0x110000, np.uint8)
     for bit, atom in _ROLES:
-        members = _class_members(compile_pattern(atom, syntax=syntax, unicode_table=unicode_table))
+        members = class_members(compile_pattern(atom, syntax=syntax, unicode_table=unicode_table))
         if bit == sk.ROLE_FOLDS_TO_CONTRACTION:
             members[:128] = False  # the scanner tests ASCII letters itself
         roles[members] |= bit
@@ -82,19 +82,18 @@ def _roles_table(syntax: str, unicode_table: str) -> np.ndarray:
     return roles
 
 
-def _class_members(program: Program) -> np.ndarray:
-    """Code points in class 0 of ``program``, as the VM decides membership."""
-    n = 0x110000
+def class_members(program: Program, k: int = 0, n: int = 0x110000) -> np.ndarray:
+    """Flags of the code points below ``n`` in class ``k`` of ``program``, as the VM decides membership."""
     gc = np.asarray(program.gc)[:n].astype(np.uint64)
-    hit = ((np.uint64(program.cls_mask[0]) >> gc) & np.uint64(1)).astype(bool)
-    lo, hi = int(program.cls_roff[0]), int(program.cls_roff[1])
-    for k in range(lo, hi):
-        a, b = int(program.cls_ranges[2 * k]), int(program.cls_ranges[2 * k + 1])
+    hit = ((np.uint64(program.cls_mask[k]) >> gc) & np.uint64(1)).astype(bool)
+    lo, hi = int(program.cls_roff[k]), int(program.cls_roff[k + 1])
+    for r in range(lo, hi):
+        a, b = int(program.cls_ranges[2 * r]), int(program.cls_ranges[2 * r + 1])
         if b >= a:
-            hit[a:b + 1] = True
-    if program.cls_neg[0]:
+            hit[a:min(b + 1, n)] = True
+    if program.cls_neg[k]:
         hit = ~hit
-    hit[:128] = program.cls_ascii[0] != 0
+    hit[:128] = program.cls_ascii[k] != 0
     return hit
 
 
