@@ -159,3 +159,25 @@ def test_deepseek_v3_steps_skip_the_vm(tmp_path):
     assert steps[:, STEP_RUN].tolist() == [1, 1, 0] and steps[:2, STEP_RUN + 1].tolist() == [3, -1]
     assert steps[:2, STEP_RUN + 6].tolist() == [0, 1024]  # their BMP bitmaps
     assert steps[2, STEP_SHAPE] == sk.SHAPE_DEEPSEEK
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data not found")
+def test_empty_normalizer_sequence_keeps_the_fused_path(tmp_path):
+    """DeepSeek-V3's tokenizer.json has a normalizer that is a Sequence of no steps: it changes
+    nothing, so the tokenizer runs fused (it ran staged, ~20x slower), with HF's ids, BOS included."""
+    path = _tokenizer_json(tmp_path, DEEPSEEK_V3)
+    config = json.loads(open(path, encoding="utf-8").read())
+    config["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Sequence", "normalizers": []}]}
+    config["post_processor"] = {"type": "TemplateProcessing", "single": [
+        {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [128000],
+                                                 "tokens": ["<|begin_of_text|>"]}}}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    ref = tokenizers.Tokenizer.from_file(path)
+    tok = tokjit.load(path)
+    assert tok.normalizer is None and type(tok._fused).__name__ == "FusedBPE"
+    texts = corpus_lines(step=40)
+    expected = [e.ids for e in ref.encode_batch(texts)]
+    assert tok.encode_batch(texts, add_special_tokens=True, parse_special=True) == expected

@@ -8,6 +8,10 @@ Public API::
     text = tok.decode(ids)
 """
 
+from tokjit._cache_guard import drop_stale_kernels as _drop_stale_kernels
+
+_drop_stale_kernels()  # before any kernel is loaded from numba's cache
+
 from tokjit.errors import (CacheError, InputError, ModelFileError, TextTypeError, TokenIdTypeError,
                      TokenizerFileNotFoundError, TokjitError, UnknownEncodingError, UnsupportedComponentError)
 from tokjit.api import from_pretrained, get_encoding, list_encoding_names, load

@@ -13,6 +13,7 @@ import numpy as np
 from tokjit.pipeline import decoders as decoders_mod
 from tokjit.compat.transformers import TransformersMixin
 from tokjit.pipeline.added_tokens import AddedTokenMatcher
+from tokjit.pipeline.normalizers import without_identity
 from tokjit.fused import fused_path_for
 from tokjit.errors import InputError, TextTypeError, UnknownEncodingError
 from tokjit.models.bpe import Workspace
@@ -80,7 +81,7 @@ class Tokenizer(TransformersMixin):
     def __init__(self, spec: TokenizerSpec):
         self.spec = spec
         self.name = spec.source.get("name") or _display_name(spec.source.get("path"))
-        self.normalizer = build_normalizer(spec.normalizer)
+        self.normalizer = without_identity(build_normalizer(spec.normalizer))
         self.pre_tokenizer = build_pre_tokenizer(spec.pre_tokenizer)
         self.model = build_model(spec)
         self.post_processor = build_post_processor(spec.post_processor)

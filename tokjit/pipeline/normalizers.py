@@ -239,6 +239,15 @@ class Sequence:
         return buf, align
 
 
+def without_identity(normalizer):
+    """``None`` for a normalizer that changes nothing (a Sequence of no steps, or of such Sequences:
+    DeepSeek-V3's tokenizer.json has one), else ``normalizer``: the fused paths take a tokenizer
+    without a normalizer, and would refuse it as an unknown normalizer otherwise."""
+    if isinstance(normalizer, Sequence) and all(without_identity(step) is None for step in normalizer.steps):
+        return None
+    return normalizer
+
+
 
 
 class StripAccents:
