@@ -98,7 +98,7 @@ def test_only_regex_splits_after_byte_level(tmp_path):
 
 
 
-# patterns that are a run of one class (structs.class_run_form), and near misses that must keep the VM
+# patterns that are a run of one class (regex.class_runs.class_run_form), and near misses that must keep the VM
 CLASS_RUNS = [r"\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+", r"\p{N}", r"[0-9]{2,3}", r"\s++", r"[^\s\p{L}]+",
               r"(?i:[a-c])+", r"\p{P}{2,}", r"(?:\p{N})+",
               # llama.cpp's deepseek-llm steps: an optional prefix, a run to the subject's end
@@ -117,7 +117,8 @@ def test_class_run_matches_the_vm(pattern):
     import numpy as np
 
     from tokjit.kernels.regex_vm import class_run_matches
-    from tokjit.kernels.structs import BMP_WORDS, bmp_bits, class_run_form
+    from tokjit.kernels.structs import BMP_WORDS
+    from tokjit.regex.class_runs import bmp_bits, class_run_form
     from tokjit.regex.compiled import CompiledRegex
 
     vm = CompiledRegex(pattern, syntax="onig")
@@ -143,7 +144,7 @@ def test_class_run_matches_the_vm(pattern):
 
 @pytest.mark.parametrize("pattern", NOT_CLASS_RUNS)
 def test_other_patterns_are_no_class_runs(pattern):
-    from tokjit.kernels.structs import class_run_form
+    from tokjit.regex.class_runs import class_run_form
     from tokjit.regex.compiled import CompiledRegex
     assert class_run_form(CompiledRegex(pattern, syntax="onig").program)[0] == 0
 

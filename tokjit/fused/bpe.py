@@ -22,6 +22,7 @@ from tokjit.kernels.normal_form import (MAX_MARK_RUN, normal_form_suspects, orde
 from tokjit.kernels.llamacpp_split import (PLAN_GPT2, PLAN_LLAMA3, PLAN_STEPS, PLAN_VIEW_REGEX,
                                           PLAN_VIEW_REGEX_COLLAPSED, plan_word)
 from tokjit.kernels.split_known import SHAPE_LLAMACPP, SHAPE_VM
+from tokjit.regex.class_runs import class_run
 from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, byte_documents, doc_sizes
 from tokjit.fused.threads import result_io, writable_docs
@@ -195,9 +196,10 @@ class FusedBPE(FusedPath):
             program = regex.program
         known_steps = [recognize(r.program) for r in [regex] + [r for r, _, _ in more]] \
             if more and llamacpp_plan is None else None
+        runs = [class_run(q) for q in [program] + [r.program for r, _, _ in more]]
         self.shape = known[0] if known is not None else SHAPE_VM
         rx = self.regex = structs.make_regex(program, behavior, invert, known, [(r.program, b, i) for r, b, i in more],
-                                             known_steps)
+                                             known_steps, runs)
         # indexed by parse_special
         self.pipes = (structs.make_bpe_pipe(tok._match_plain, rx, vocab),
                       structs.make_bpe_pipe(tok._match_all, rx, vocab))

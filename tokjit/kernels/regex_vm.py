@@ -513,8 +513,8 @@ def class_run_matches(buf, start, end, form, bits, cls_ascii, cls_mask, cls_neg,
     """The matches in ``buf[start:end]`` of a pattern that is a run of one class, as :func:`find_matches`
     finds them, in one pass with a class test or two per code point (O(n); the VM's search from every
     position cost ~15 ns a byte on ``\\p{N}{1,3}``, DeepSeek-V3's first split). ``form`` is
-    ``(min, max, class B, prefix class A, to_end, ASCII ranges, B's bitmap, A's bitmap)`` (``tokjit.kernels.
-    structs.class_run_form``; the bitmaps' offsets in ``bits``):
+    ``(min, max, class B, prefix class A, to_end, ASCII ranges, B's bitmap, A's bitmap)``
+    (``tokjit.regex.class_runs.class_run_form``; the bitmaps' offsets in ``bits``):
 
     * ``B{min,max}``: each run of B cut into matches of max characters from its start, the rest a
       match when it holds min or more (a match ends where the run or the count does, and every later

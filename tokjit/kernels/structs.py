@@ -206,7 +206,7 @@ def make_added_rules(matcher) -> AddedRules:
 # columns of a REGEX's ``steps`` row (make_regex; tokjit.kernels.regex_vm.split_in_steps reads them):
 # [start, end) of the split's program in prog, rep_info, the class arrays (cls_ascii, cls_mask, cls_neg),
 # cls_ranges and cls_roff; then its n_memo, behaviour and invert; then how its matches are found without
-# the VM: a pattern that is a run of one class (STEP_RUN_*, the form class_run_form gives;
+# the VM: a pattern that is a run of one class (STEP_RUN..., the form tokjit.regex.class_runs gives;
 # regex_vm.class_run_matches), or a recognized pattern's scanner (STEP_SHAPE, its flags and digits; the
 # structure's roles)
 STEP_PROG, STEP_REP, STEP_CLASSES, STEP_RANGES, STEP_ROFF = 0, 2, 4, 6, 8
@@ -255,12 +255,13 @@ def _new_regex(fields):
     return s
 
 
-def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_steps=None) -> Regex:
+def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_steps=None, runs=None) -> Regex:
     """``known``: ``(shape, flags, max_digits, roles)`` of the pattern's scanner (``tokjit.regex.known``),
     or ``None`` for the VM. ``more``: ``(program, behavior, invert)`` of the splits that follow, in
     order (a sequence of splits): each program's arrays follow the one before it, and ``steps`` says
     where each starts and ends. ``known_steps``: each split's ``known`` (or ``None``) in a sequence;
-    their roles tables must be one (they depend on the syntax and Unicode table only)."""
+    their roles tables must be one (they depend on the syntax and Unicode table only). ``runs``: each
+    split's ``(form, bitmaps)`` from ``tokjit.regex.class_runs.class_run`` (or ``None``: the VM)."""
     splits = [(program, behavior, invert)] + list(more)
     if any(q.gc is not program.gc and not np.array_equal(q.gc, program.gc) for q, _, _ in splits):
         raise ValueError("the split patterns were compiled against different Unicode tables")
@@ -274,13 +275,14 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
             steps[k, 2 * j], steps[k, 2 * j + 1] = at[j], at[j] + n
             at[j] += n
         steps[k, STEP_N_MEMO], steps[k, STEP_BEHAVIOR], steps[k, STEP_INVERT] = q.n_memo, beh, bool(inv)
-        steps[k, STEP_RUN:STEP_RUN + 6] = class_run_form(q)
-        steps[k, STEP_RUN + 6:STEP_RUN + 8] = -1
-        if steps[k, STEP_RUN] > 0:
-            for j, cls in ((6, steps[k, STEP_RUN + 2]), (7, steps[k, STEP_RUN + 3])):
-                if cls >= 0:
-                    steps[k, STEP_RUN + j] = len(bitmaps) * BMP_WORDS
-                    bitmaps.append(bmp_bits(q, int(cls)))
+        steps[k, STEP_RUN + 3] = steps[k, STEP_RUN + 6] = steps[k, STEP_RUN + 7] = -1
+        run = runs[k] if runs is not None else None
+        if run is not None and run[0][0] > 0:
+            form, class_bitmaps = run
+            steps[k, STEP_RUN:STEP_RUN + 6] = form
+            for j, bits in enumerate(class_bitmaps):  # the run's class, then its prefix class
+                steps[k, STEP_RUN + 6 + j] = len(bitmaps) * BMP_WORDS
+                bitmaps.append(bits)
     shape, flags, max_digits, roles = known if known is not None else (0, 0, 0, np.zeros(1, np.uint8))
     for k, step_known in enumerate(known_steps or ()):
         if step_known is not None and steps[k, STEP_RUN] == 0:
@@ -301,79 +303,6 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
                         _arr(np.concatenate(bitmaps) if bitmaps else np.zeros(1, np.uint64), np.uint64)))
     regex.step_table = steps  # how each split runs, for Python readers (the structure is opaque there)
     return regex
-
-
-def class_run_form(program) -> tuple[int, int, int, int, int, int]:
-    """``(min, max, class, prefix class, to_end, ASCII ranges)`` when ``program`` is a run of one class
-    that ``regex_vm.class_run_matches`` finds without the VM, else zeros. The forms: ``B{min,max}``
-    (``\\p{N}{1,3}``, ``[...]+``, one class alone or written m times; max -1 = unbounded),
-    ``A?B{1,max}`` with a greedy optional prefix (prefix class >= 0; llama.cpp's ``\\s?[A-Za-z...]+``),
-    and ``B{min,}`` that must reach the subject's end (to_end 1: ``\\s+(?![\\s\\S])``, ``\\s+\\z``).
-    Greedy or possessive runs only (a lazy run's matches are min characters each; a possessive prefix
-    does not give its character back). The ASCII ranges (:func:`ascii_ranges`; -1 with a prefix) let the kernel pass
-    over ASCII text outside the class eight bytes at a time."""
-    form = _class_run(program)
-    ranges = ascii_ranges(program.cls_ascii[form[2]]) if form[0] > 0 and form[3] < 0 else -1
-    return (*form, ranges)
-
-
-def bmp_bits(program, k: int) -> np.ndarray:
-    """Class ``k``'s flags for U+0000..U+FFFF, 64 to a uint64 (bit ``cp & 63`` of word ``cp >> 6``): one
-    load and a shift decide a BMP character, where the VM's test looks up its category and searches
-    the class's ranges (CJK text through DeepSeek-V3's splits: ~25% of its time)."""
-    from tokjit.regex.known import class_members
-    flags = class_members(program, k, 0x10000)
-    return np.packbits(flags.reshape(-1, 8), axis=1, bitorder="little").reshape(-1).view("<u8").astype(np.uint64)
-
-
-def ascii_ranges(members: np.ndarray) -> int:
-    """The ASCII members of a class (``members``: 128 flags) as at most two ranges ``lo1 | hi1 << 8 |
-    lo2 << 16 | hi2 << 24`` (an empty range has lo > hi), or -1 when they are more."""
-    edges = np.flatnonzero(np.diff(np.r_[0, (np.asarray(members[:128]) != 0).astype(np.int8), 0]))
-    bounds = [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2])]
-    if len(bounds) > 2:
-        return -1
-    bounds += [(1, 0)] * (2 - len(bounds))
-    (lo1, hi1), (lo2, hi2) = bounds
-    return lo1 | hi1 << 8 | lo2 << 16 | hi2 << 24
-
-
-def _class_run(program) -> tuple[int, int, int, int, int]:
-    """:func:`class_run_form` without the ASCII ranges."""
-    from tokjit.regex.compiler import A_TEXT_END, MODE_GREEDY, MODE_LAZY, OP_ASSERT, OP_CLASS, OP_LOOK_END, \
-        OP_LOOK_START, OP_MATCH, OP_REP
-    none = (0, 0, 0, -1, 0)
-    prog = np.asarray(program.prog)
-    ops = prog[:, 0].tolist()
-
-    def rep(row):  # (min, max, mode) of a REP row
-        hi, mode, _ = (int(x) for x in program.rep_info[prog[row, 3]])
-        return int(prog[row, 2]), hi, mode
-
-    if len(ops) >= 2 and ops == [OP_CLASS] * (len(ops) - 1) + [OP_MATCH] and len(set(prog[:-1, 1].tolist())) == 1:
-        return len(ops) - 1, len(ops) - 1, int(prog[0, 1]), -1, 0  # B{m}, the class written m times
-    if ops == [OP_REP, OP_MATCH]:
-        lo, hi, mode = rep(0)
-        return (lo, hi, int(prog[0, 1]), -1, 0) if lo >= 1 and mode != MODE_LAZY else none
-    if ops == [OP_REP, OP_REP, OP_MATCH]:
-        (plo, phi, pmode), (lo, hi, mode) = rep(0), rep(1)
-        if (plo, phi, pmode) == (0, 1, MODE_GREEDY) and lo == 1 and mode != MODE_LAZY:
-            return 1, hi, int(prog[1, 1]), int(prog[0, 1]), 0
-        return none
-    ends = ops == [OP_REP, OP_ASSERT, OP_MATCH] and prog[1, 1] == A_TEXT_END
-    if ops == [OP_REP, OP_LOOK_START, OP_CLASS, OP_LOOK_END, OP_MATCH] and prog[1, 1] == 1:
-        # a negative lookahead of any one character (every category but the surrogates, which
-        # UTF-8 text never holds): the subject's end
-        from tokjit.regex.unicode_tables import CATEGORIES
-        k = int(prog[2, 1])
-        every = (1 << len(CATEGORIES)) - 1 - (1 << CATEGORIES.index("Cs"))
-        ends = bool(program.cls_neg[k] == 0 and program.cls_ascii[k].all()
-                    and int(program.cls_mask[k]) & every == every)
-    if ends:
-        lo, hi, mode = rep(0)
-        if lo >= 1 and hi == -1 and mode != MODE_LAZY:
-            return lo, -1, int(prog[0, 1]), -1, 1
-    return none
 
 
 # -------------------------------------------------------------------------------------------------
