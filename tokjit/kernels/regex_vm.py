@@ -17,8 +17,8 @@ from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
 from tokjit.kernels.structs import (STEP_BEHAVIOR, STEP_CLASSES, STEP_INVERT, STEP_MAX_DIGITS, STEP_N_MEMO,
                                     STEP_PROG, STEP_RANGES, STEP_REP, STEP_ROFF, STEP_RUN, STEP_SHAPE, STEP_SHAPE_FLAGS,
                                     borrow)
-from tokjit.kernels.memops import HIGH_BITS, LOW7_BITS, bytes_in, load_word
-from tokjit.kernels.utf8 import decode_at
+from tokjit.kernels.memops import HIGH_BITS, LOW7_BITS, bytes_in, load_word, low_bytes_mask
+from tokjit.kernels.utf8 import decode_at, utf8_len
 
 __all__ = ["find_matches", "ERR_OUT_FULL", "ERR_STACK_FULL", "ERR_BUDGET"]
 
@@ -442,7 +442,7 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
             if s >= end:
                 break
             b0 = buf[s]
-            s += 1 if b0 < 0x80 else (2 if b0 < 0xE0 else (3 if b0 < 0xF0 else 4))
+            s += utf8_len(b0)
     return n_out
 
 
@@ -471,16 +471,11 @@ def _class_len(k, bits, at, buf, p, end, classes):
     cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc = classes
     if p >= end:
         return 0
-    b = np.int64(buf[p])
+    b = buf[p]
     if b < 0x80:
         return 1 if cls_ascii[k, b] != 0 else 0
     if b < 0xF0:
-        if b < 0xE0:
-            cp = ((b & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F)
-            ln = 2
-        else:
-            cp = ((b & 0x0F) << 12) | ((np.int64(buf[p + 1]) & 0x3F) << 6) | (np.int64(buf[p + 2]) & 0x3F)
-            ln = 3
+        cp, ln = decode_at(buf, p)
         return ln if (bits[at + (cp >> 6)] >> np.uint64(cp & 63)) & np.uint64(1) != 0 else 0
     return _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
 
@@ -488,7 +483,7 @@ def _class_len(k, bits, at, buf, p, end, classes):
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _past_ascii_outside(buf, p, end, ranges):
     """The first position from ``p`` whose byte is not ASCII or lies in one of the two ASCII ranges
-    ``ranges`` packs (``tokjit.kernels.structs.ascii_ranges``), or ``end``: eight bytes a step."""
+    ``ranges`` packs (``tokjit.regex.class_runs.ascii_ranges``), or ``end``: eight bytes a step."""
     lo1, hi1, lo2, hi2 = ranges & 0xFF, (ranges >> 8) & 0xFF, (ranges >> 16) & 0xFF, (ranges >> 24) & 0xFF
     while p < end:
         m = min(end - p, 8)
@@ -499,8 +494,7 @@ def _past_ascii_outside(buf, p, end, ranges):
             stops |= bytes_in(w7, lo1, hi1) & ~w
         if lo2 <= hi2:
             stops |= bytes_in(w7, lo2, hi2) & ~w
-        if m < 8:
-            stops &= (np.uint64(1) << np.uint64(8 * m)) - np.uint64(1)  # (padding bytes may be in a range)
+        stops &= low_bytes_mask(m)  # (padding bytes may be in a range)
         if stops != 0:
             return p + np.int64(trailing_zeros(stops) >> 3)
         p += m
@@ -537,7 +531,7 @@ def class_run_matches(buf, start, end, form, bits, cls_ascii, cls_mask, cls_neg,
                 q = p + la
             elif _class_len(k, bits, k_at, buf, p, end, classes) == 0:
                 b0 = buf[p]
-                p += 1 if b0 < 0x80 else (2 if b0 < 0xE0 else (3 if b0 < 0xF0 else 4))
+                p += utf8_len(b0)
                 continue
             count = 0
             while count != run_max:
@@ -576,7 +570,7 @@ def class_run_matches(buf, start, end, form, bits, cls_ascii, cls_mask, cls_neg,
             if p >= end:
                 break
             b0 = buf[p]
-            p += 1 if b0 < 0x80 else (2 if b0 < 0xE0 else (3 if b0 < 0xF0 else 4))
+            p += utf8_len(b0)
         count = 0
     return n
 

@@ -9,6 +9,12 @@ from tokjit.kernels.memops import nonneg
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def utf8_len(lead):
+    """Length of the UTF-8 sequence a lead byte starts (valid UTF-8 assumed)."""
+    return 1 if lead < 0x80 else (2 if lead < 0xE0 else (3 if lead < 0xF0 else 4))
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def decode_at(buf, p):
     """(code point, length) of the UTF-8 sequence starting at ``buf[p]`` (valid UTF-8 assumed: the lead
     byte sets the length, continuation bytes are not checked)."""
