@@ -19,7 +19,7 @@ from conftest import SHARED, corpus_lines
 from tokjit.kernels import split_known as sk
 from tokjit.pipeline.pre_tokenizers import GPT2_PATTERN
 from tokjit.regex.compiled import CompiledRegex
-from tokjit.regex.known import KNOWN, recognize
+from tokjit.regex.known import KNOWN, PURE_RUNS, pure_runs, recognize
 
 PATTERNS = sorted(KNOWN)
 # shapes whose patterns match every character (the others leave some out: DeepSeek's a digit alone)
@@ -196,3 +196,30 @@ def test_fused_path_uses_the_scanner():
     tok = tokjit.get_encoding("o200k_base")
     tok.encode("warm up")
     assert tok._fused.shape != sk.SHAPE_VM
+
+
+@pytest.mark.parametrize("syntax", SYNTAXES)
+@pytest.mark.parametrize("pattern", [p for p, (shape, _, _) in KNOWN.items() if shape in PURE_RUNS],
+                         ids=lambda p: p[:24])
+def test_pure_runs_hold_on_the_vm(pattern, syntax):
+    """What ``known.PURE_RUNS`` says of a recognized pattern (a class run's later split relies on it,
+    ``class_runs.stream_plan``): on the VM, every string of the first set's characters is one match
+    of all of it, and no string of the second set's holds a match. Strings of 1-12 characters drawn
+    from each set across the code space, with the set's ASCII and BMP members weighted up."""
+    program = CompiledRegex(pattern, syntax=syntax).program
+    whole, unmatched = pure_runs(program)
+    vm = CompiledRegex(pattern, syntax=syntax)
+    rng = random.Random(3)
+    for members, one_match in ((whole, True), (unmatched, False)):
+        if members is None:
+            continue
+        cps = np.flatnonzero(members)
+        cps = cps[(cps < 0xD800) | (cps > 0xDFFF)]
+        pools = [cps[cps < 0x80], cps[cps < 0x10000], cps]
+        pools = [p for p in pools if p.size]
+        for _ in range(3000):
+            text = "".join(chr(int(rng.choice(rng.choice(pools)))) for _ in range(rng.randint(1, 12)))
+            buf = np.frombuffer(bytearray(text.encode("utf-8")), np.uint8)
+            starts, ends = vm.find_spans(buf)
+            spans = [(s, e) for s, e in zip(starts.tolist(), ends.tolist()) if e > s]
+            assert spans == ([(0, buf.shape[0])] if one_match else []), repr(text)

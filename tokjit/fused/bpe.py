@@ -22,7 +22,7 @@ from tokjit.kernels.normal_form import (MAX_MARK_RUN, normal_form_suspects, orde
 from tokjit.kernels.llamacpp_split import (PLAN_GPT2, PLAN_LLAMA3, PLAN_STEPS, PLAN_VIEW_REGEX,
                                           PLAN_VIEW_REGEX_COLLAPSED, plan_word)
 from tokjit.kernels.split_known import SHAPE_LLAMACPP, SHAPE_VM
-from tokjit.regex.class_runs import class_run
+from tokjit.regex.class_runs import class_run, stream_plan
 from tokjit.regex.known import recognize
 from tokjit.fused.driver import FusedPath, byte_documents, doc_sizes
 from tokjit.fused.threads import result_io, writable_docs
@@ -197,9 +197,11 @@ class FusedBPE(FusedPath):
         known_steps = [recognize(r.program) for r in [regex] + [r for r, _, _ in more]] \
             if more and llamacpp_plan is None else None
         runs = [class_run(q) for q in [program] + [r.program for r, _, _ in more]]
+        streams = stream_plan([program] + [r.program for r, _, _ in more], [behavior] + [b for _, b, _ in more],
+                              [invert] + [i for _, _, i in more], runs) if more and llamacpp_plan is None else None
         self.shape = known[0] if known is not None else SHAPE_VM
         rx = self.regex = structs.make_regex(program, behavior, invert, known, [(r.program, b, i) for r, b, i in more],
-                                             known_steps, runs)
+                                             known_steps, runs, streams)
         # indexed by parse_special
         self.pipes = (structs.make_bpe_pipe(tok._match_plain, rx, vocab),
                       structs.make_bpe_pipe(tok._match_all, rx, vocab))

@@ -14,9 +14,10 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
-from tokjit.kernels.structs import (STEP_BEHAVIOR, STEP_CLASSES, STEP_INVERT, STEP_MAX_DIGITS, STEP_N_MEMO,
-                                    STEP_PROG, STEP_RANGES, STEP_REP, STEP_ROFF, STEP_RUN, STEP_SHAPE, STEP_SHAPE_FLAGS,
-                                    borrow)
+from tokjit.kernels.structs import (STEP_BEHAVIOR, STEP_CLASSES, STEP_INLINE, STEP_INVERT, STEP_JOINED,
+                                    STEP_MAX_DIGITS, STEP_N_MEMO, STEP_PROG, STEP_RANGES, STEP_REP, STEP_ROFF,
+                                    STEP_RUN, STEP_SHAPE, STEP_SHAPE_FLAGS, STEP_SKIP, STEP_STREAM_RANGES, STEP_KEPT,
+                                    KEPT_ALL, KEPT_NONE, borrow)
 from tokjit.kernels.memops import HIGH_BITS, LOW7_BITS, bytes_in, load_word, low_bytes_mask
 from tokjit.kernels.utf8 import decode_at, utf8_len
 
@@ -603,6 +604,135 @@ def find_step_matches(rx, k, buf, start, end, params, m_starts, m_ends, stack):
                         m_starts, m_ends, stack)
 
 
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _step_classes(rx, k):
+    """Split ``k``'s classes as :func:`_class_len` takes them."""
+    row = borrow(rx, "steps")[k]
+    c0, c1, g0, g1, o0, o1 = (row[STEP_CLASSES], row[STEP_CLASSES + 1], row[STEP_RANGES], row[STEP_RANGES + 1],
+                              row[STEP_ROFF], row[STEP_ROFF + 1])
+    return (borrow(rx, "cls_ascii")[c0:c1], borrow(rx, "cls_mask")[c0:c1], borrow(rx, "cls_neg")[c0:c1],
+            borrow(rx, "cls_roff")[o0:o1], borrow(rx, "cls_ranges")[g0:g1], borrow(rx, "gc"))
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _bit(bits, at, cp):
+    return (bits[at + (cp >> 6)] >> np.uint64(cp & 63)) & np.uint64(1) != 0
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _run_char(k, at, kept, bits, buf, p, end, classes):
+    """``(length, kept)`` of the code point at ``p`` when it is in class ``k`` (:func:`_class_len`),
+    else ``(0, False)``; ``kept``: whether it is among the class's kept characters (``kept``:
+    KEPT_ALL, KEPT_NONE or their bitmap's offset in ``bits``; none past U+FFFF unless all are)."""
+    if p >= end:
+        return 0, False
+    b = buf[p]
+    if b < 0x80:
+        if classes[0][k, b] == 0:
+            return 0, False
+        return 1, kept == KEPT_ALL or kept >= 0 and _bit(bits, kept, np.int64(b))
+    if b < 0xF0:
+        cp, ln = decode_at(buf, p)
+        if not _bit(bits, at, cp):
+            return 0, False
+        return ln, kept == KEPT_ALL or kept >= 0 and _bit(bits, kept, cp)
+    cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc = classes
+    return _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc), kept == KEPT_ALL
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _rest_of_run(k, at, kept, max_count, bits, buf, p, end, classes):
+    """``(end, kept)`` of the run of class ``k`` whose first code point (a kept one when ``kept`` is
+    true) ends at ``p``: up to ``max_count`` code points in all (-1: no bound)."""
+    count = 1
+    whole = kept
+    while count != max_count:
+        ln, ok = _run_char(k, at, kept, bits, buf, p, end, classes)
+        if ln == 0:
+            break
+        p += ln
+        whole = whole and ok
+        count += 1
+    return p, whole
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _next_run(buf, p, end, ranges, run_a, run_b, bits, classes_a, classes_b):
+    """``(start, end, kept)`` of the first run from ``p`` of class a or class b (disjoint classes; a
+    run of one class, cut at its max characters), or ``(end, end, False)``; ``kept``: every code point
+    of it is one of its class's kept ones. ``run_*``: (class, bitmap offset in ``bits``, max, kept;
+    :func:`_run_char`); class b -1: none. ``ranges``: the classes' ASCII members together, or -1."""
+    ka, at_a, max_a, kept_a = run_a
+    kb, at_b, max_b, kept_b = run_b
+    while p < end:
+        if ranges >= 0:
+            p = _past_ascii_outside(buf, p, end, ranges)
+            if p >= end:
+                break
+        ln, ok = _run_char(ka, at_a, kept_a, bits, buf, p, end, classes_a)
+        if ln > 0:
+            q, whole = _rest_of_run(ka, at_a, kept_a, max_a, bits, buf, p + ln, end, classes_a)
+            return p, q, whole and ok
+        if kb >= 0:
+            ln, ok = _run_char(kb, at_b, kept_b, bits, buf, p, end, classes_b)
+            if ln > 0:
+                q, whole = _rest_of_run(kb, at_b, kept_b, max_b, bits, buf, p + ln, end, classes_b)
+                return p, q, whole and ok
+        p += utf8_len(buf[p])
+    return end, end, False
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _inline_split(rx, k, buf, start, end, params, m_starts, m_ends, stack, out_starts, out_ends, n_out):
+    """Split ``k``'s pieces of ``buf[start:end]`` appended at ``out_*[n_out:]``: the new count, or a
+    negative :func:`find_matches` code."""
+    n_m = find_step_matches(rx, k, buf, start, end, params, m_starts, m_ends, stack)
+    if n_m < 0:
+        return n_m
+    row = borrow(rx, "steps")[k]
+    return apply_split_behavior(start, end, m_starts, m_ends, n_m, row[STEP_BEHAVIOR], row[STEP_INVERT] != 0,
+                                out_starts, out_ends, n_out)
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def _runs_then_split(rx, k, buf, start, end, params, m_starts, m_ends, stack, out_starts, out_ends, n_out):
+    """Split ``k``'s class runs in ``buf[start:end]`` and the joined split's (``STEP_JOINED``), each a
+    piece, and the gaps between them cut by the inline split (``STEP_INLINE``; else each a piece), as
+    are the runs not made only of characters it keeps whole: what those splits make of the piece one
+    after another, in one pass (the plan and why it holds: ``tokjit.regex.class_runs.stream_plan``).
+    Appends at ``out_*[n_out:]``; returns the new count or a negative :func:`find_matches` code.
+    O(bytes) plus the inline split's cost on what it gets."""
+    steps = borrow(rx, "steps")
+    row = steps[k]
+    joined, inline, ranges = row[STEP_JOINED], row[STEP_INLINE], row[STEP_STREAM_RANGES]
+    run_a = (row[STEP_RUN + 2], row[STEP_RUN + 6], row[STEP_RUN + 1], row[STEP_KEPT])
+    run_b = (np.int64(-1), np.int64(0), np.int64(0), np.int64(KEPT_NONE))
+    other = k
+    if joined >= 0:
+        other = joined
+        run_b = (steps[joined, STEP_RUN + 2], steps[joined, STEP_RUN + 6], steps[joined, STEP_RUN + 1],
+                 row[STEP_KEPT + 1])
+    classes_a, classes_b, bits = _step_classes(rx, k), _step_classes(rx, other), borrow(rx, "run_bits")
+    pos = start
+    while pos < end:
+        run_start, run_end, kept = _next_run(buf, pos, end, ranges, run_a, run_b, bits, classes_a, classes_b)
+        for half in range(2):  # the gap before the run, then the run
+            s, e, whole = (pos, run_start, False) if half == 0 else (run_start, run_end, kept)
+            if e <= s:
+                continue
+            if whole or inline < 0:
+                out_starts[n_out] = s
+                out_ends[n_out] = e
+                n_out += 1
+            else:
+                n_out = _inline_split(rx, inline, buf, s, e, params, m_starts, m_ends, stack, out_starts,
+                                      out_ends, n_out)
+                if n_out < 0:
+                    return n_out
+        pos = run_end
+    return n_out
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def split_in_steps(rx, buf, start, end, params, m_starts, m_ends, stack, tmp_starts, tmp_ends, out_starts, out_ends):
     """The pieces of ``buf[start:end]`` after a sequence of regex splits (HF's Sequence of Split
@@ -623,9 +753,18 @@ def split_in_steps(rx, buf, start, end, params, m_starts, m_ends, stack, tmp_sta
         n = 1
     for k in range(steps.shape[0]):
         row = steps[k]
+        if row[STEP_SKIP] != 0:
+            continue  # an earlier split's pass ran this one
+        streamed = row[STEP_JOINED] >= 0 or row[STEP_INLINE] >= 0
         n_next = 0
         for p in range(n):
             s, e = out_starts[p], out_ends[p]
+            if streamed:
+                n_next = _runs_then_split(rx, k, buf, s, e, params, m_starts, m_ends, stack, tmp_starts, tmp_ends,
+                                          n_next)
+                if n_next < 0:
+                    return n_next
+                continue
             n_m = find_step_matches(rx, k, buf, s, e, params, m_starts, m_ends, stack)
             if n_m < 0:
                 return n_m

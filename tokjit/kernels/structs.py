@@ -215,8 +215,15 @@ STEP_N_MEMO, STEP_BEHAVIOR, STEP_INVERT = 10, 11, 12
 # the class's and the prefix class's BMP bitmaps start in run_bits (-1: none)
 STEP_RUN = 13
 STEP_SHAPE, STEP_SHAPE_FLAGS, STEP_MAX_DIGITS = 21, 22, 23
-STEP_FIELDS = 24
+# a class run that takes later splits into its own pass (tokjit.regex.class_runs.stream_plan): the split
+# whose class it finds too (-1: none), the split that runs on the gaps between its runs and on runs
+# not kept whole (-1: none), 1 on a split an earlier one runs this way, the ASCII ranges of the
+# classes together, and per class (its own, the joined one's) which characters the inline split
+# keeps whole: KEPT_ALL, KEPT_NONE or where their BMP bitmap starts in run_bits
+STEP_JOINED, STEP_INLINE, STEP_SKIP, STEP_STREAM_RANGES, STEP_KEPT = 24, 25, 26, 27, 28
+STEP_FIELDS = 30
 BMP_WORDS = 1024  # a class's flags for U+0000..U+FFFF, 64 to a word
+KEPT_ALL, KEPT_NONE = -1, -2  # a class's kept characters (STEP_KEPT): every one, none
 
 RegexType, Regex, REGEX = _declare("Regex", [
     ("prog", types.int32[:, ::1]), ("rep_info", types.int32[:, ::1]), ("cls_ascii", types.uint8[:, ::1]),
@@ -255,13 +262,16 @@ def _new_regex(fields):
     return s
 
 
-def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_steps=None, runs=None) -> Regex:
+def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_steps=None, runs=None,
+               streams=None) -> Regex:
     """``known``: ``(shape, flags, max_digits, roles)`` of the pattern's scanner (``tokjit.regex.known``),
     or ``None`` for the VM. ``more``: ``(program, behavior, invert)`` of the splits that follow, in
     order (a sequence of splits): each program's arrays follow the one before it, and ``steps`` says
     where each starts and ends. ``known_steps``: each split's ``known`` (or ``None``) in a sequence;
     their roles tables must be one (they depend on the syntax and Unicode table only). ``runs``: each
-    split's ``(form, bitmaps)`` from ``tokjit.regex.class_runs.class_run`` (or ``None``: the VM)."""
+    split's ``(form, bitmaps)`` from ``tokjit.regex.class_runs.class_run`` (or ``None``: the VM).
+    ``streams``: each split's ``(joined, inline, skipped, ranges)`` from
+    ``tokjit.regex.class_runs.stream_plan`` (``None``: each split on its own)."""
     splits = [(program, behavior, invert)] + list(more)
     if any(q.gc is not program.gc and not np.array_equal(q.gc, program.gc) for q, _, _ in splits):
         raise ValueError("the split patterns were compiled against different Unicode tables")
@@ -276,6 +286,15 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
             at[j] += n
         steps[k, STEP_N_MEMO], steps[k, STEP_BEHAVIOR], steps[k, STEP_INVERT] = q.n_memo, beh, bool(inv)
         steps[k, STEP_RUN + 3] = steps[k, STEP_RUN + 6] = steps[k, STEP_RUN + 7] = -1
+        steps[k, STEP_JOINED:STEP_KEPT + 2] = (-1, -1, 0, -1, KEPT_NONE, KEPT_NONE)
+        if streams is not None:
+            steps[k, STEP_JOINED:STEP_KEPT] = streams[k][:4]
+            for j, kept in enumerate(streams[k][4:]):
+                if isinstance(kept, np.ndarray):
+                    steps[k, STEP_KEPT + j] = len(bitmaps) * BMP_WORDS
+                    bitmaps.append(kept)
+                else:
+                    steps[k, STEP_KEPT + j] = kept
         run = runs[k] if runs is not None else None
         if run is not None and run[0][0] > 0:
             form, class_bitmaps = run

@@ -8,7 +8,9 @@ import numpy as np
 
 from tokjit.regex.compiler import (A_TEXT_END, MODE_GREEDY, MODE_LAZY, OP_ASSERT, OP_CLASS, OP_LOOK_END,
                                    OP_LOOK_START, OP_MATCH, OP_REP, Program)
-from tokjit.regex.known import class_members
+from tokjit.kernels.split import SPLIT_ISOLATED
+from tokjit.kernels.structs import KEPT_ALL, KEPT_NONE
+from tokjit.regex.known import class_members, pure_runs
 from tokjit.regex.unicode_tables import CATEGORIES
 
 
@@ -36,11 +38,89 @@ def class_run_form(program) -> tuple[int, int, int, int, int, int]:
     return (*form, ranges)
 
 
+def stream_plan(programs: list[Program], behaviors: list[int], inverts: list[bool], runs: list) -> list[tuple]:
+    """Per split of a sequence, ``(joined, inline, skipped, ranges, kept, joined_kept)`` (the
+    ``STEP_JOINED`` .. ``STEP_KEPT + 1`` columns of ``tokjit.kernels.structs.make_regex``): which splits
+    a class run takes into its own pass over a piece (``tokjit.kernels.regex_vm.split_in_steps``), as
+    DeepSeek-V3's ``\\p{N}{1,3}`` takes its ``[一-龥぀-ゟ゠-ヿ]+`` and the word split after them.
+
+    A run ``B{1,max}`` isolated (``runs[k]``'s form) joins the next split when that is one too and the
+    classes share no character: the two splits' pieces are then each class's runs (cut every max
+    characters from their start) and what lies between them, found in one pass. The split after them
+    runs in the same pass on what lies between the runs, and on a run unless each of its characters is
+    one the split keeps whole, when it isolates: a run of characters outside its class, when it is a
+    class run, or of a recognized pattern's ``tokjit.regex.known.PURE_RUNS`` (all matched whole, or
+    none matched). ``kept``: :data:`KEPT_ALL`, :data:`KEPT_NONE`, or the flags of the kept characters
+    of the class (:func:`bmp_bits`' layout; a run holding a character past U+FFFF goes through the
+    split). ``ranges``: the ASCII members of the classes together (:func:`ascii_ranges`)."""
+    n = len(programs)
+    alone = (-1, -1, 0, -1, KEPT_NONE, KEPT_NONE)
+    plan = [alone] * n
+
+    def plain(k):
+        form = runs[k][0] if runs[k] is not None else None
+        return (form is not None and form[0] == 1 and form[3] < 0 and form[4] == 0
+                and behaviors[k] == SPLIT_ISOLATED and not inverts[k])
+
+    k = 0
+    while k < n:
+        if not plain(k):
+            k += 1
+            continue
+        classes = [class_members(programs[k], runs[k][0][2])]
+        j = k + 1
+        joined = inline = -1
+        if j < n and plain(j) and not (classes[0] & class_members(programs[j], runs[j][0][2])).any():
+            joined = j
+            classes.append(class_members(programs[j], runs[j][0][2]))
+            j += 1
+        kept = [KEPT_NONE] * 2
+        if j < n and behaviors[j] == SPLIT_ISOLATED:
+            keeps = _kept_whole(programs[j], runs[j])
+            kept = [_kept(c, keeps) for c in classes] + [KEPT_NONE] * (2 - len(classes))
+            if not all(isinstance(x, int) and x == KEPT_NONE for x in kept):
+                inline = j
+        if joined < 0 and inline < 0:
+            k += 1
+            continue
+        together = np.logical_or.reduce(classes)
+        plan[k] = (joined, inline, 0, ascii_ranges(together[:128]), *kept)
+        for taken in (joined, inline):
+            if taken >= 0:
+                plan[taken] = (-1, -1, 1, -1, KEPT_NONE, KEPT_NONE)
+        k = max(joined, inline) + 1
+    return plan
+
+
+def _kept_whole(program: Program, run) -> list[np.ndarray]:
+    """Sets of characters any run of one of which the split by ``program`` (a class run when ``run`` is
+    its ``class_run``) matches whole or not at all: under Isolated such a run is one piece, as it
+    came in. Every class run's match holds a character of its class."""
+    if run is not None:
+        return [~class_members(program, run[0][2])]
+    pure = pure_runs(program)
+    return [c for c in pure if c is not None] if pure is not None else []
+
+
+def _kept(members: np.ndarray, keeps: list[np.ndarray]):
+    """:func:`stream_plan`'s ``kept`` for a class: of the sets in ``keeps``, the one holding the most of
+    its characters (a run mixing two sets is not whole in both)."""
+    best = max(keeps, key=lambda c: int((members & c).sum()), default=None)
+    if best is None or not (members & best).any():
+        return KEPT_NONE
+    if not (members & ~best).any():
+        return KEPT_ALL
+    return _pack_bits(members[:0x10000] & best[:0x10000])
+
+
 def bmp_bits(program, k: int) -> np.ndarray:
     """Class ``k``'s flags for U+0000..U+FFFF, 64 to a uint64 (bit ``cp & 63`` of word ``cp >> 6``): one
     load and a shift decide a BMP character, where the VM's test looks up its category and searches
     the class's ranges (CJK text through DeepSeek-V3's splits: ~25% of its time)."""
-    flags = class_members(program, k, 0x10000)
+    return _pack_bits(class_members(program, k, 0x10000))
+
+
+def _pack_bits(flags: np.ndarray) -> np.ndarray:
     return np.packbits(flags.reshape(-1, 8), axis=1, bitorder="little").reshape(-1).view("<u8").astype(np.uint64)
 
 

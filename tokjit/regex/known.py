@@ -39,6 +39,17 @@ KNOWN: dict[str, tuple[int, int, int]] = {
     " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+": (sk.SHAPE_DEEPSEEK, sk.SPACE_TO_BREAK, 0),
 }
 
+# What a recognized pattern does with a subject made of one kind of character, for a split that
+# follows a class run (tokjit.regex.class_runs.stream_plan): every nonempty string of the first class is
+# one match of the whole string, and no string of the second class holds a match (None: no such class).
+# DeepSeek's: a letter or mark run is the second alternative's match (its optional prefix takes no
+# letter); every alternative needs a letter, mark, punctuation, symbol or space. The words shape's
+# letter run is its `` ?\p{L}+`` / ``[^\r\n\p{L}\p{N}]?\p{L}+`` (the contractions start with ').
+PURE_RUNS: dict[int, tuple[str | None, str | None]] = {
+    sk.SHAPE_DEEPSEEK: (r"[\p{L}\p{M}]", r"[^\p{L}\p{M}\p{P}\p{S}\s]"),
+    sk.SHAPE_WORDS: (r"\p{L}", None),
+}
+
 _ROLES = ((sk.ROLE_LETTER, r"\p{L}"), (sk.ROLE_NUMBER, r"\p{N}"), (sk.ROLE_SPACE, r"\s"),
           (sk.ROLE_UPPER, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"), (sk.ROLE_LOWER, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"),
           (sk.ROLE_FOLDS_TO_CONTRACTION, r"(?i:[sdmtlvre])"), (sk.ROLE_MARK, r"\p{M}"),
@@ -159,3 +170,21 @@ def agrees_with_vm(pattern: str, syntax: str, unicode_table: str, known, text: s
         if n < 0 or not (np.array_equal(out_s[:n], starts) and np.array_equal(out_e[:n], ends)):
             return False
     return True
+
+
+def pure_runs(program: Program) -> tuple[np.ndarray | None, np.ndarray | None] | None:
+    """``(whole, unmatched)``: flags per code point of the characters any nonempty run of which is one
+    whole match of ``program``'s pattern, and of those no run of which holds a match (:data:`PURE_RUNS`,
+    each ``None`` when the shape has none), when the pattern is recognized, else ``None``."""
+    known = recognize(program)
+    if known is None or known[0] not in PURE_RUNS:
+        return None
+    return tuple(None if atom is None else _members(atom, program.syntax, program.table)
+                 for atom in PURE_RUNS[known[0]])
+
+
+@functools.lru_cache(maxsize=16)
+def _members(atom: str, syntax: str, unicode_table: str) -> np.ndarray:
+    members = class_members(compile_pattern(atom, syntax=syntax, unicode_table=unicode_table))
+    members.setflags(write=False)
+    return members
