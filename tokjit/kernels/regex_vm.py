@@ -720,7 +720,8 @@ def _runs_then_split(rx, k, buf, start, end, params, m_starts, m_ends, stack, ou
             s, e, whole = (pos, run_start, False) if half == 0 else (run_start, run_end, kept)
             if e <= s:
                 continue
-            if whole or inline < 0:
+            # one character is one piece under Isolated, matched or not (63% of the gaps in Chinese)
+            if whole or inline < 0 or e - s == utf8_len(buf[s]):
                 out_starts[n_out] = s
                 out_ends[n_out] = e
                 n_out += 1
