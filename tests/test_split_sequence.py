@@ -176,6 +176,8 @@ STREAMED = {
     # a run then GPT-2's words: a letter run is one of its matches whole
     "run-then-words": ([(r"[A-Za-z]+", "Isolated", False), (_GPT2, "Isolated", False)],
                        [(-1, 1, 0), (-1, -1, 1)], [-1, -2]),
+    # StarCoder: single digits, each one piece whatever the byte-level split would make of it
+    "starcoder": (STARCODER, [(-1, 1, 0), (-1, -1, 1)], [-1, -2]),
     # DeepSeek-V3: its word split keeps digits (no match) and the CJK class but for its seven
     # punctuation and symbol characters (・ ゠ ゛ ゜ ...): a run with one goes through the split
     "deepseek-v3": (DEEPSEEK_V3, [(1, 2, 0), (-1, -1, 1), (-1, -1, 1)], [-1, 0]),

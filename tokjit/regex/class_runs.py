@@ -50,7 +50,8 @@ def stream_plan(programs: list[Program], behaviors: list[int], inverts: list[boo
     runs in the same pass on what lies between the runs, and on a run unless each of its characters is
     one the split keeps whole, when it isolates: a run of characters outside its class, when it is a
     class run, or of a recognized pattern's ``tokjit.regex.known.PURE_RUNS`` (all matched whole, or
-    none matched). ``kept``: :data:`KEPT_ALL`, :data:`KEPT_NONE`, or the flags of the kept characters
+    none matched); and any run of one character (at most one a run: StarCoder's digits before its
+    byte-level split). ``kept``: :data:`KEPT_ALL`, :data:`KEPT_NONE`, or the flags of the kept characters
     of the class (:func:`bmp_bits`' layout; a run holding a character past U+FFFF goes through the
     split). ``ranges``: the ASCII members of the classes together (:func:`ascii_ranges`)."""
     n = len(programs)
@@ -77,7 +78,9 @@ def stream_plan(programs: list[Program], behaviors: list[int], inverts: list[boo
         kept = [KEPT_NONE] * 2
         if j < n and behaviors[j] == SPLIT_ISOLATED:
             keeps = _kept_whole(programs[j], runs[j])
-            kept = [_kept(c, keeps) for c in classes] + [KEPT_NONE] * (2 - len(classes))
+            # a run of one character is one piece under Isolated, whatever the split matches in it
+            kept = [KEPT_ALL if runs[s][0][1] == 1 else _kept(c, keeps) for s, c in zip((k, joined), classes)]
+            kept += [KEPT_NONE] * (2 - len(classes))
             if not all(isinstance(x, int) and x == KEPT_NONE for x in kept):
                 inline = j
         if joined < 0 and inline < 0:
