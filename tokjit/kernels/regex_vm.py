@@ -642,10 +642,11 @@ def _run_char(k, at, kept, bits, buf, p, end, classes):
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _rest_of_run(k, at, kept, max_count, bits, buf, p, end, classes):
-    """``(end, kept)`` of the run of class ``k`` whose first code point (a kept one when ``kept`` is
-    true) ends at ``p``: up to ``max_count`` code points in all (-1: no bound)."""
+    """``(end, kept)`` of the run of class ``k`` whose first code point ends at ``p``: up to
+    ``max_count`` code points in all (-1: no bound); ``kept``: every code point after the first is
+    one of the class's kept ones (:func:`_run_char`)."""
     count = 1
-    whole = kept
+    whole = True
     while count != max_count:
         ln, ok = _run_char(k, at, kept, bits, buf, p, end, classes)
         if ln == 0:
@@ -669,6 +670,19 @@ def _next_run(buf, p, end, ranges, run_a, run_b, bits, classes_a, classes_b):
             p = _past_ascii_outside(buf, p, end, ranges)
             if p >= end:
                 break
+        b = buf[p]
+        if 0x80 <= b < 0xF0:
+            # a BMP character outside ASCII: decoded once for both bitmaps (Cyrillic between the runs
+            # of DeepSeek's digit and CJK classes, Han inside them)
+            cp, ln = decode_at(buf, p)
+            if _bit(bits, at_a, cp):
+                q, whole = _rest_of_run(ka, at_a, kept_a, max_a, bits, buf, p + ln, end, classes_a)
+                return p, q, whole and (kept_a == KEPT_ALL or kept_a >= 0 and _bit(bits, kept_a, cp))
+            if kb >= 0 and _bit(bits, at_b, cp):
+                q, whole = _rest_of_run(kb, at_b, kept_b, max_b, bits, buf, p + ln, end, classes_b)
+                return p, q, whole and (kept_b == KEPT_ALL or kept_b >= 0 and _bit(bits, kept_b, cp))
+            p += ln
+            continue
         ln, ok = _run_char(ka, at_a, kept_a, bits, buf, p, end, classes_a)
         if ln > 0:
             q, whole = _rest_of_run(ka, at_a, kept_a, max_a, bits, buf, p + ln, end, classes_a)
