@@ -21,7 +21,7 @@ from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, pair_home, pair_key, p
 from tokjit.kernels.memops import bytes_at, call_at, data_address, find_byte, prefetch_at
 from tokjit.kernels.piece_cache import MAX_PIECE
 from tokjit.kernels.structs import BPE_SCRATCH, BPE_VOCAB, borrow, struct_address, struct_at
-from tokjit.kernels.utf8 import decode_bmp, put_utf8
+from tokjit.kernels.utf8 import decode_bmp, put_utf8, utf8_len
 
 NO_RANK = 2147483647
 
@@ -43,17 +43,6 @@ TOKEN_UNUSED = 1  # bit in ``token_flags``
 # Pieces up to this many symbols merge by a linear scan (cache friendly, like tiktoken's small path);
 # longer ones use a heap so "x" * 1_000_000 stays O(n log n).
 SCAN_LIMIT = 48
-
-
-@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _utf8_len(lead):
-    if lead < 0x80:
-        return 1
-    if lead < 0xE0:
-        return 2
-    if lead < 0xF0:
-        return 3
-    return 4
 
 
 @njit(cache=True, nogil=True)
@@ -133,7 +122,7 @@ def _space_split_end(buf, ps, pe, unsafe_prev):
     preceding character is not in ``unsafe_prev`` (code points that end a token's prefix right before a
     U+2581), else ``pe``. A merge never crosses such a cut, so encoding the parts apart is exact, and
     it keeps whole sentencepiece lines (one piece) off the slower heap path."""
-    q = ps + _utf8_len(buf[ps])
+    q = ps + utf8_len(buf[ps])
     while q + 3 <= pe:
         # the next 0xE2, eight bytes a step: a byte loop mispredicted its exit at every word (10% of
         # a llama2 profile of 5 KB English documents)
@@ -923,7 +912,7 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
                         step = n_bytes
                         sid = tid
             else:
-                step = _utf8_len(buf[i])
+                step = utf8_len(buf[i])
                 if i + step > pe:
                     step = pe - i
                 cp = np.int64(buf[i]) if buf[i] < 0x80 else decode_bmp(buf, i, pe)[0]

@@ -245,6 +245,8 @@ def spm_normalize(buf, i, n, units, strings, plain, max_step, out, out_src, o):
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _utf8_len(b0):
+    """Bytes the sequence at lead byte ``b0`` takes: as ``utf8.utf8_len`` (which assumes valid UTF-8),
+    except that a continuation byte 0x80-0xBF in lead position counts as one, not two."""
     if b0 < 0x80:
         return 1
     if b0 >= 0xF0:
