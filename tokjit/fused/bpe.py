@@ -194,11 +194,11 @@ class FusedBPE(FusedPath):
             # scanner where it has one; one pattern may have a scanner
             known = recognize(regex.program) if not more else None
             program = regex.program
-        known_steps = [recognize(r.program) for r in [regex] + [r for r, _, _ in more]] \
-            if more and llamacpp_plan is None else None
-        runs = [class_run(q) for q in [program] + [r.program for r, _, _ in more]]
-        streams = stream_plan([program] + [r.program for r, _, _ in more], [behavior] + [b for _, b, _ in more],
-                              [invert] + [i for _, _, i in more], runs) if more and llamacpp_plan is None else None
+        programs = [program] + [r.program for r, _, _ in more]
+        known_steps = [recognize(q) for q in programs] if more and llamacpp_plan is None else None
+        runs = [class_run(q) for q in programs]
+        streams = stream_plan(programs, [behavior] + [b for _, b, _ in more], [invert] + [i for _, _, i in more],
+                              runs) if more and llamacpp_plan is None else None
         self.shape = known[0] if known is not None else SHAPE_VM
         rx = self.regex = structs.make_regex(program, behavior, invert, known, [(r.program, b, i) for r, b, i in more],
                                              known_steps, runs, streams)

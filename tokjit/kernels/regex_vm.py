@@ -465,6 +465,19 @@ def find_matches_in(rx, buf, start, end, params, out_starts, out_ends, stack):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _bit(bits, at, cp):
+    """Code point ``cp``'s flag in the BMP bitmap at ``bits[at:at + BMP_WORDS]``."""
+    return (bits[at + (cp >> 6)] >> np.uint64(cp & 63)) & np.uint64(1) != 0
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _is_kept(bits, kept, cp):
+    """Whether BMP code point ``cp`` is among a class's kept characters (``kept``: KEPT_ALL, KEPT_NONE or
+    their bitmap's offset in ``bits``)."""
+    return kept == KEPT_ALL or kept >= 0 and _bit(bits, kept, cp)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _class_len(k, bits, at, buf, p, end, classes):
     """Length of the code point at ``p`` if it is in class ``k``, else 0 (also at ``end``); a BMP
     character is looked up in the class's bitmap ``bits[at:at + BMP_WORDS]``. ``classes``: the
@@ -477,7 +490,7 @@ def _class_len(k, bits, at, buf, p, end, classes):
         return 1 if cls_ascii[k, b] != 0 else 0
     if b < 0xF0:
         cp, ln = decode_at(buf, p)
-        return ln if (bits[at + (cp >> 6)] >> np.uint64(cp & 63)) & np.uint64(1) != 0 else 0
+        return ln if _bit(bits, at, cp) else 0
     return _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc)
 
 
@@ -615,11 +628,6 @@ def _step_classes(rx, k):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _bit(bits, at, cp):
-    return (bits[at + (cp >> 6)] >> np.uint64(cp & 63)) & np.uint64(1) != 0
-
-
-@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _run_char(k, at, kept, bits, buf, p, end, classes):
     """``(length, kept)`` of the code point at ``p`` when it is in class ``k`` (:func:`_class_len`),
     else ``(0, False)``; ``kept``: whether it is among the class's kept characters (``kept``:
@@ -630,12 +638,12 @@ def _run_char(k, at, kept, bits, buf, p, end, classes):
     if b < 0x80:
         if classes[0][k, b] == 0:
             return 0, False
-        return 1, kept == KEPT_ALL or kept >= 0 and _bit(bits, kept, np.int64(b))
+        return 1, _is_kept(bits, kept, np.int64(b))
     if b < 0xF0:
         cp, ln = decode_at(buf, p)
         if not _bit(bits, at, cp):
             return 0, False
-        return ln, kept == KEPT_ALL or kept >= 0 and _bit(bits, kept, cp)
+        return ln, _is_kept(bits, kept, cp)
     cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc = classes
     return _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc), kept == KEPT_ALL
 
@@ -677,10 +685,10 @@ def _next_run(buf, p, end, ranges, run_a, run_b, bits, classes_a, classes_b):
             cp, ln = decode_at(buf, p)
             if _bit(bits, at_a, cp):
                 q, whole = _rest_of_run(ka, at_a, kept_a, max_a, bits, buf, p + ln, end, classes_a)
-                return p, q, whole and (kept_a == KEPT_ALL or kept_a >= 0 and _bit(bits, kept_a, cp))
+                return p, q, whole and _is_kept(bits, kept_a, cp)
             if kb >= 0 and _bit(bits, at_b, cp):
                 q, whole = _rest_of_run(kb, at_b, kept_b, max_b, bits, buf, p + ln, end, classes_b)
-                return p, q, whole and (kept_b == KEPT_ALL or kept_b >= 0 and _bit(bits, kept_b, cp))
+                return p, q, whole and _is_kept(bits, kept_b, cp)
             p += ln
             continue
         ln, ok = _run_char(ka, at_a, kept_a, bits, buf, p, end, classes_a)

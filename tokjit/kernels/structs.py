@@ -270,8 +270,9 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
     where each starts and ends. ``known_steps``: each split's ``known`` (or ``None``) in a sequence;
     their roles tables must be one (they depend on the syntax and Unicode table only). ``runs``: each
     split's ``(form, bitmaps)`` from ``tokjit.regex.class_runs.class_run`` (or ``None``: the VM).
-    ``streams``: each split's ``(joined, inline, skipped, ranges)`` from
-    ``tokjit.regex.class_runs.stream_plan`` (``None``: each split on its own)."""
+    ``streams``: each split's ``(joined, inline, skipped, ranges, kept, joined_kept)`` from
+    ``tokjit.regex.class_runs.stream_plan``, a kept bitmap appended to ``run_bits`` (``None``: each
+    split on its own)."""
     splits = [(program, behavior, invert)] + list(more)
     if any(q.gc is not program.gc and not np.array_equal(q.gc, program.gc) for q, _, _ in splits):
         raise ValueError("the split patterns were compiled against different Unicode tables")

@@ -71,10 +71,12 @@ def stream_plan(programs: list[Program], behaviors: list[int], inverts: list[boo
         classes = [class_members(programs[k], runs[k][0][2])]
         j = k + 1
         joined = inline = -1
-        if j < n and plain(j) and not (classes[0] & class_members(programs[j], runs[j][0][2])).any():
-            joined = j
-            classes.append(class_members(programs[j], runs[j][0][2]))
-            j += 1
+        if j < n and plain(j):
+            members = class_members(programs[j], runs[j][0][2])
+            if not (classes[0] & members).any():
+                joined = j
+                classes.append(members)
+                j += 1
         kept = [KEPT_NONE] * 2
         if j < n and behaviors[j] == SPLIT_ISOLATED:
             keeps = _kept_whole(programs[j], runs[j])
