@@ -51,7 +51,7 @@ def test_ascii_classes64_marks_each_byte_value_at_its_bit():
         digits = (window >= 0x30) & (window <= 0x39)
         blanks = (window == 0x09) | (window == 0x0B) | (window == 0x0C)
         breaks = (window == 0x0A) | (window == 0x0D)
-        hard = ((window < 0x20) & ~blanks & ~breaks) | (window >= 0x80)
+        hard = ((window < 0x20) & ~blanks & ~breaks) | (window == 0x7F) | (window >= 0x80)
         want = (bits(upper | lower), bits(upper), bits(window == 0x20), bits(blanks), bits(breaks), bits(digits),
                 bits(window == 0x2F), bits(window == 0x27), bits(hard))
         assert tuple(int(m) for m in _classes(buf, i)) == want, i

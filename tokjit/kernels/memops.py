@@ -87,7 +87,7 @@ def ascii_classes64(typingctx, arr, index):
     64 bytes ``arr[index:index + 64]`` of a C-contiguous uint8 array as nine uint64 masks, bit k for
     byte ``index + k``: ASCII letters, A-Z, 0x20, the other whitespace that is no line break (tab,
     0x0B, 0x0C), line breaks (0x0A, 0x0D), 0-9, '/', "'", and the bytes the block scanner always
-    stops at (the other controls, every byte >= 0x80). One vector load and compares, where the target
+    stops at (the other controls, DEL included, every byte >= 0x80). One vector load and compares, where the target
     has them, instead of eight word-at-a-time passes. The caller guarantees ``index + 64 <=
     len(arr)`` and a little-endian machine (lane k is bit k there)."""
     if not (isinstance(arr, types.Array) and arr.dtype == types.uint8 and arr.ndim == 1
@@ -107,7 +107,8 @@ def ascii_classes64(typingctx, arr, index):
         upper = _in_range(builder, v, 0x41, 0x5A)
         breaks = builder.or_(equal(0x0A), equal(0x0D))
         blanks = builder.or_(equal(0x09), _in_range(builder, v, 0x0B, 0x0C))
-        controls = builder.and_(_in_range(builder, v, 0x00, 0x1F), builder.not_(_in_range(builder, v, 0x09, 0x0D)))
+        controls = builder.or_(builder.and_(_in_range(builder, v, 0x00, 0x1F),
+                                            builder.not_(_in_range(builder, v, 0x09, 0x0D))), equal(0x7F))
         hard = builder.or_(controls, builder.icmp_unsigned(">=", v, _splat(0x80)))
         masks = [_lane_bits(builder, m) for m in (letters, upper, equal(0x20), blanks, breaks,
                                                   _in_range(builder, v, 0x30, 0x39), equal(0x2F), equal(0x27), hard)]

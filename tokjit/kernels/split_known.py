@@ -502,7 +502,8 @@ def _byte_classes(buf, i, avail):
         dg |= _gather(bytes_in(w7, 0x30, 0x39) & ascii) << shift
         sl |= _gather(bytes_in(w7, 0x2F, 0x2F) & ascii) << shift
         ap |= _gather(bytes_in(w7, 0x27, 0x27) & ascii) << shift
-        hard8 = _gather((bytes_in(w7, 0x00, 0x1F) & ~bytes_in(w7, 0x09, 0x0D) & ascii) | (w & HIGH_BITS)) & _low_bits(m)
+        controls = (bytes_in(w7, 0x00, 0x1F) & ~bytes_in(w7, 0x09, 0x0D)) | bytes_in(w7, 0x7F, 0x7F)
+        hard8 = _gather((controls & ascii) | (w & HIGH_BITS)) & _low_bits(m)
         hard |= hard8 << shift
         if hard8 != 0:
             break
@@ -628,6 +629,13 @@ def _block_pieces(roles, buf, i, end, shape, flags, max_digits, out_starts, out_
     if avail > BLOCK_BYTES:
         avail = BLOCK_BYTES
     camel = shape == SHAPE_CASED
+    deepseek = shape == SHAPE_DEEPSEEK
+    if deepseek:
+        # on plain ASCII SHAPE_DEEPSEEK splits as cl100k does without contractions: its
+        # ``[<punctuation>][A-Za-z]+`` is the one-character prefix of a letter run, a punctuation byte
+        # that starts its own piece; its `` ?[\p{P}\p{S}]+[\r\n]*`` and whitespace rules are the same.
+        # A digit stops the block (it is a letter run's prefix there, or no match at all)
+        flags |= PREFIX_ANY | OTHER_THEN_BREAKS | NUMBER_AFTER_SPACE
     up, lo, sp, bl, nl, dg, ap, limit = _plain_masks(buf, i, avail, flags)
     if limit == 0:
         return i, n, i
@@ -635,7 +643,7 @@ def _block_pieces(roles, buf, i, end, shape, flags, max_digits, out_starts, out_
     starts, candidates = _plain_starts(up, lo, sp, bl, nl, dg, ap, limit, closes, camel,
                                        camel or (flags & PREFIX_ANY) != 0, flags, max_digits)
     decided = np.int64(64)
-    if candidates != 0:
+    if candidates != 0 and not deepseek:
         starts, decided = _contraction_starts(roles, buf, i, limit, closes, starts, candidates, camel,
                                               (flags & CONTRACTIONS_ANY_CASE) != 0)
     if not closes:

@@ -123,19 +123,26 @@ def _recognize(pattern: str, syntax: str, unicode_table: str):
     roles = roles_table(syntax, unicode_table)
     if not _ascii_runs_hold(roles):
         return None
-    if shape != sk.SHAPE_DEEPSEEK and _plain_ascii_holds(roles):  # (the block scanner knows the other shapes)
+    if _plain_ascii_holds(roles) and (shape != sk.SHAPE_DEEPSEEK or _ascii_other_is_punctuation(roles)):
         flags |= sk.BLOCK_ASCII
     if not agrees_with_vm(pattern, syntax, unicode_table, (shape, flags, max_digits, roles), PROBE):
         return None
     return shape, flags, max_digits, roles
 
 
+def _ascii_other_is_punctuation(roles: np.ndarray) -> bool:
+    """Whether every printable ASCII byte that is no letter, digit or space is punctuation or a symbol:
+    SHAPE_DEEPSEEK's block scan takes them as its ``[\\p{P}\\p{S}]`` (its other rules need no more)."""
+    other = np.array([b for b in range(0x21, 0x7F) if not chr(b).isalnum()])
+    return bool(np.all(roles[other] & sk.ROLE_PUNCT_SYM))
+
+
 def _plain_ascii_holds(roles: np.ndarray) -> bool:
     """Whether the bytes the block scanner takes as plain (:func:`~tokjit.kernels.split_known._plain_masks`)
     have the roles it gives them. Letters, upper and lower letters and numbers are ASCII's ranges
     already (:func:`_ascii_runs_hold`, checked first); whitespace must be exactly 0x09-0x0D and the
-    space among the plain bytes 0x09-0x0D and 0x20-0x7F (0x0E-0x1F stop a block)."""
-    plain = np.r_[0x09:0x0E, 0x20:0x80]
+    space among the plain bytes 0x09-0x0D and 0x20-0x7E (0x0E-0x1F and 0x7F stop a block)."""
+    plain = np.r_[0x09:0x0E, 0x20:0x7F]
     space = (roles[plain] & sk.ROLE_SPACE) != 0
     return bool(np.array_equal(space, (plain <= 0x0D) | (plain == 0x20)))
 
