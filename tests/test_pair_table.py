@@ -9,7 +9,7 @@ import pytest
 
 from tokjit.compile import PairTable
 from tokjit.errors import UnsupportedComponentError
-from tokjit.kernels.lookup import PAIR_FIELD_MASK, pair_value
+from tokjit.kernels.lookup import PAIR_FIELD_MASK, may_merge, pair_key, pair_value
 
 
 @pytest.mark.parametrize("ranks_follow_ids", [False, True])
@@ -40,6 +40,11 @@ def test_rules_found_and_absent_pairs_absent(ranks_follow_ids):
             assert pair_value(left, right, table.arrays) == -1
     assert absent > 19_000
     assert (table.slots >= 0).sum() == len(expected) <= 0.8 * table.slots.shape[0]
+    # the merge bits let every rule through (they only rule pairs out) and stop most other pairs
+    assert all(may_merge(pair_key(left, right), table.merge_bits) for left, right in expected)
+    passed = sum(may_merge(pair_key(left, right), table.merge_bits)
+                 for left, right in rng.integers(0, PAIR_FIELD_MASK, size=(20_000, 2)).tolist())
+    assert passed < 20_000 * 0.2
 
 
 @pytest.mark.parametrize("column", [0, 1, 2])

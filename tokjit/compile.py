@@ -6,7 +6,8 @@ import numpy as np
 
 from tokjit.errors import ModelFileError, UnsupportedComponentError
 from tokjit.spec import PackedBytes
-from tokjit.kernels.lookup import (PAIR_FIELD_BITS, PAIR_FIELD_MASK, build_bytes_table, build_pair_table,
+from tokjit.kernels.lookup import (PAIR_FIELD_BITS, PAIR_FIELD_MASK, build_bytes_table, build_merge_bits,
+                                   build_pair_table, merge_bits_words,
                                    pair_table_size, reachable_merges, table_size, token_split_pairs)
 
 
@@ -52,14 +53,17 @@ class PairTable:
     """Merge rules (left id, right id) -> (rank, merged id): ``slots``, an open-addressing array of
     packed entries (see :func:`~tokjit.kernels.lookup.pair_slot`), and ``rows``, each rule's
     ``rank << 32 | merged id`` (empty when the ranks rise with the merged ids, which then stand for
-    them); the kernels take them as the tuple ``arrays``."""
+    them); the kernels take them as the tuple ``arrays``. ``merge_bits`` filter its pairs
+    (:func:`~tokjit.kernels.lookup.may_merge`) for the merge loops."""
 
-    __slots__ = ("slots", "rows", "size")
+    __slots__ = ("slots", "rows", "size", "merge_bits")
 
     def __init__(self, slots: np.ndarray, rows: np.ndarray, size: int):
         self.slots = slots
         self.rows = rows
         self.size = size  # number of rules
+        self.merge_bits = np.zeros(merge_bits_words(size), np.uint64)
+        build_merge_bits(slots, self.merge_bits)
 
     @property
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,8 @@ from tokjit.kernels.llamacpp_split import llamacpp_pieces
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable_key
 from tokjit.kernels.call_result import (IO_TEXT_AT, KERNEL_FAILED, NOT_TEXT, code_object, deliver, no_session,
                                         release_gil, retake_gil, text_utf8, thread_session)
-from tokjit.kernels.bpe import FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, SCAN_LIMIT, bpe_core, segment_bpe, vocab_scalars
+from tokjit.kernels.bpe import (FLAG_ATOMS, FLAG_WHOLE_PIECE_FIRST, SCAN_LIMIT, bpe_core, kernel_pair_table,
+                                segment_bpe, vocab_scalars)
 from tokjit.kernels.memops import copy_from_address, prefetch_row
 from tokjit.kernels.piece_cache import (INLINE_IDS, MAX_CACHED, MAX_PIECE, cache_emit, cache_find_key, cache_put_key,
                                         cacheable_key, home_row, met_before, piece_key, piece_words)
@@ -256,7 +257,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     atom_ids, edge_bits, pair_bits = borrow(v, "atom_ids"), borrow(v, "edge_bits"), borrow(v, "pair_bits")
     segmenting = (flags & FLAG_ATOMS) != 0
     whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
-    byte_ids, pair_table = borrow(v, "byte_ids"), (borrow(v, "pair_slots"), borrow(v, "pair_rows"))
+    byte_ids, pair_table = borrow(v, "byte_ids"), kernel_pair_table(v)
     unreachable_bits, seg_ids, seg_ranks = borrow(v, "unreachable_bits"), borrow(bs, "id"), borrow(bs, "rank")
     pair_cache = borrow(c, "pairs")
     isolated = np.int64(1) if behavior == SPLIT_ISOLATED and not invert else np.int64(0)
@@ -420,7 +421,7 @@ def _encode_segments(vocab, segment_scalars, scratch, buf, ps, first_end, pe, pi
                                                       borrow(c, "fill"))
     atom_ids, edge_bits = borrow(vocab, "atom_ids"), borrow(vocab, "edge_bits")
     pair_bits, unreachable_bits = borrow(vocab, "pair_bits"), borrow(vocab, "unreachable_bits")
-    byte_ids, pair_table = borrow(vocab, "byte_ids"), (borrow(vocab, "pair_slots"), borrow(vocab, "pair_rows"))
+    byte_ids, pair_table = borrow(vocab, "byte_ids"), kernel_pair_table(vocab)
     seg_ids, seg_ranks, pair_cache = borrow(scratch, "id"), borrow(scratch, "rank"), borrow(c, "pairs")
     # the segments first, into the unused piece entries, each one's cache row requested as it is cut:
     # a new piece's segments are mostly new too, and a lookup's row is as far away as a piece's
