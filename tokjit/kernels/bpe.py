@@ -766,7 +766,7 @@ def _merge_long_native(vocab_address, scratch_address, buf_address, buf_len, m, 
     vocab = struct_at(vocab_address, BPE_VOCAB)
     scratch = struct_at(scratch_address, BPE_SCRATCH)
     buf = bytes_at(buf_address, buf_len)
-    tok_blob, tok_offsets, tok_table, _, merge_rank, pair_slots, token_flags, _, _, _, pair_rows = vocab_tables(vocab)
+    tok_blob, tok_offsets, tok_table, _, merge_rank, token_flags, _, _, _ = vocab_tables(vocab)
     ws_start, ws_end, ws_id, _, links, heap, stack, rev_left, touched, rank_heads, rank_bits, pair_cache = \
         scratch_tables(scratch)
     rule = ((flags & FLAG_RANK_BY_BYTES) != 0, (flags & FLAG_RESEGMENT_UNUSED) != 0, max_token_len)
@@ -820,11 +820,11 @@ def bpe_encode(vocab, scratch, buf, piece_starts, piece_ends, first_piece, n_pie
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def vocab_tables(vocab):
-    """The arrays of a BPE_VOCAB in the order :func:`bpe_core` reads them."""
+    """The arrays of a BPE_VOCAB in the order :func:`bpe_core` reads them (the pair table's:
+    :func:`kernel_pair_table`)."""
     return (borrow(vocab, "blob"), borrow(vocab, "offsets"), borrow(vocab, "table"), borrow(vocab, "byte_ids"),
-            borrow(vocab, "merge_rank"), borrow(vocab, "pair_slots"), borrow(vocab, "token_flags"),
-            borrow(vocab, "unsafe_prev"), borrow(vocab, "atom_ids"), borrow(vocab, "edge_bits"),
-            borrow(vocab, "pair_rows"))
+            borrow(vocab, "merge_rank"), borrow(vocab, "token_flags"), borrow(vocab, "unsafe_prev"),
+            borrow(vocab, "atom_ids"), borrow(vocab, "edge_bits"))
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -860,8 +860,8 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
              out_ends):
     """:func:`bpe_encode` with the vocabulary's (flags, unk_id, max_len) given apart, so a caller can
     change the flags (``vocab_scalars``)."""
-    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank, pair_slots, token_flags, unsafe_prev, atom_ids, \
-        edge_bits, pair_rows = vocab_tables(vocab)
+    tok_blob, tok_offsets, tok_table, byte_ids, merge_rank, token_flags, unsafe_prev, atom_ids, edge_bits = \
+        vocab_tables(vocab)
     pair_table = kernel_pair_table(vocab)
     flags, unk_id, max_token_len = scalars
     # (the long-piece arrays are _merge_long_native's)

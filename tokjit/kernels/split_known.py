@@ -441,7 +441,8 @@ def _ascii_other(roles, buf, i, end, flags):
 
 
 # Block scanning. In ASCII text made only of "plain" bytes, where pieces start follows from each byte
-# and its neighbours, for both shapes:
+# and its neighbours, for the words and cased shapes (SHAPE_DEEPSEEK splits plain bytes as the words
+# shape does: see _block_pieces):
 # * a letter run starts a piece (in SHAPE_CASED so does an upper letter after a lower one), unless the
 #   byte before it is its one-character prefix (a space, or with PREFIX_ANY / SHAPE_CASED a punctuation
 #   byte that itself starts a piece);
