@@ -56,14 +56,23 @@ class PairTable:
     them); the kernels take them as the tuple ``arrays``. ``merge_bits`` filter its pairs
     (:func:`~tokjit.kernels.lookup.may_merge`) for the merge loops."""
 
-    __slots__ = ("slots", "rows", "size", "merge_bits")
+    __slots__ = ("slots", "rows", "size", "_merge_bits")
 
     def __init__(self, slots: np.ndarray, rows: np.ndarray, size: int):
         self.slots = slots
         self.rows = rows
         self.size = size  # number of rules
-        self.merge_bits = np.zeros(merge_bits_words(size), np.uint64)
-        build_merge_bits(slots, self.merge_bits)
+        self._merge_bits = None
+
+    @property
+    def merge_bits(self) -> np.ndarray:
+        """The table's merge bits, built on first use: the tables a load builds on its way to the one
+        the kernels read (the whole merge list before its reachable rules) never need theirs."""
+        if self._merge_bits is None:
+            bits = np.zeros(merge_bits_words(self.size), np.uint64)
+            build_merge_bits(self.slots, bits)
+            self._merge_bits = bits
+        return self._merge_bits
 
     @property
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
