@@ -92,11 +92,29 @@ def _yes_bit(yes_bits, cp):
     return (yes_bits[cp >> 6] >> np.uint64(cp & 63)) & np.uint64(1) != 0
 
 
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _yes_run3(buf, p, end, yes_bits):
+    """The end of the run of 3-byte characters from ``buf[p]`` led by 0xE1..0xEF (no overlong form
+    starts so; a surrogate's bit is clear) whose bit is set in ``yes_bits``: CJK and Hangul text, one
+    character a step with fewer branches than a decode."""
+    while p + 3 <= end:
+        b0 = np.int64(buf[p])
+        b1 = np.int64(buf[p + 1])
+        b2 = np.int64(buf[p + 2])
+        if b0 < 0xE1 or b0 > 0xEF or ((b1 & 0xC0) | ((b2 & 0xC0) >> 2)) != 0xA0:
+            break
+        if not _yes_bit(yes_bits, ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F)):
+            break
+        p += 3
+    return p
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _quick_check(buf, p, end, table, yes_bits):
     """Verdict of the quick check on ``buf[p:end]`` (PASSES, MARKS_OUT_OF_ORDER or FAILS; malformed
-    UTF-8 FAILS). O(bytes): ASCII eight bytes a step, a well-formed 2- or 3-byte character whose bit
-    is set in ``yes_bits`` one test; every other character decoded and checked against ``table``."""
+    UTF-8 FAILS). O(bytes): ASCII eight bytes a step, runs of common 3-byte characters without a
+    decode (``_yes_run3``), a well-formed 2- or 3-byte character whose bit is set in ``yes_bits`` one
+    test; every other character decoded and checked against ``table``."""
     last = 0
     verdict = PASSES
     while p < end:
@@ -107,6 +125,12 @@ def _quick_check(buf, p, end, table, yes_bits):
             while p + 8 <= end and (load_word(buf, p, 8) & HIGH_BITS) == 0:
                 p += 8
             continue
+        if 0xE1 <= b0 <= 0xEF:
+            q = _yes_run3(buf, p, end, yes_bits)
+            if q > p:
+                last = 0
+                p = q
+                continue
         cp, n = decode_bmp(buf, p, end)  # a well-formed 2- or 3-byte character, else -1
         if cp >= 0 and _yes_bit(yes_bits, cp):
             last = 0
