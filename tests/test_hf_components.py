@@ -92,6 +92,45 @@ def test_normalizer_variant_matches_hf(base_doc, texts, tmp_path, name):
     compare(tmp_path, dict(base_doc, normalizer=NORMALIZERS[name]), texts)
 
 
+# Patterns whose reading differs between Oniguruma (HF's engine) and the `regex` module: dotless i
+# under (?i) (no case folding in CaseFolding.txt), Ruby's (?m) (dot matches newline), and a Replace
+# normalizer's regex (it ran on the `regex` module); each with the strings that told them apart
+ONIG_READINGS = {
+    "case-insensitive-set": ({"Regex": r"(?i:[a-z]+)|\s+|[^\sa-zA-Z]+"}, None,
+                             ["y\u0131", "I\u0131 \u0130i", "\u212a \u017fs K\u0131S"]),
+    "ruby-dot-all": ({"Regex": r"(?m:.{1,3})|\s"}, None, ["\n\n", "\r\n", "ab\ncd\n\nef"]),
+    "replace-case-insensitive": (None, {"type": "Replace", "pattern": {"Regex": r"(?i)[a-z]"}, "content": "Q"},
+                                 ["\u0130", "y\u0131", "Hello World \u00e9"]),
+}
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("name", sorted(ONIG_READINGS))
+def test_patterns_read_as_oniguruma_reads_them(base_doc, texts, tmp_path, name):
+    split, normalizer, extra = ONIG_READINGS[name]
+    doc = dict(base_doc)
+    if split is not None:
+        doc["pre_tokenizer"] = seq({"type": "Split", "pattern": split, "behavior": "Isolated", "invert": False},
+                                   BYTE_LEVEL)
+    if normalizer is not None:
+        doc["normalizer"] = normalizer
+    compare(tmp_path, doc, extra + texts)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("pattern", [r"\h+", r"[\p{L}&&[^a-z]]+", r"\X"])
+def test_split_pattern_beyond_the_engine_is_refused_not_guessed(base_doc, tmp_path, pattern):
+    """HF loads these; the `regex` module reads them differently from Oniguruma (\\h is a hex digit to
+    Oniguruma, horizontal space to `regex`), so tokjit must refuse them rather than run them there."""
+    doc = dict(base_doc, pre_tokenizer=seq({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
+                                            "invert": False}, BYTE_LEVEL))
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    tokenizers.Tokenizer.from_file(str(path))  # the reference accepts the file
+    with pytest.raises(tokjit.UnsupportedComponentError, match="regex engine does not support"):
+        tokjit.load(path)
+
+
 def compare_with_added_tokens(base_doc, tmp_path, extra, normalizer, parts, n_texts, seed):
     """Add ``extra`` tokens to the real cl100k JSON under ``normalizer`` and compare with HF on random
     mixtures of ``parts``. HF assigns added-token ids itself, so the file is written again with the

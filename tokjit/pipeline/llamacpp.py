@@ -376,7 +376,7 @@ class _ViewRegex:
         except ImportError:
             pass
         if self.find is None:
-            self.find = RegexSplitter(self.translated, warn=False).find
+            self.find = RegexSplitter(self.translated, warn=False, python_fallback=True).find
 
 
 class LlamaCppRegexSplit:

@@ -98,8 +98,9 @@ class Replace:
             self._needle_bytes = np.frombuffer(self.needle.encode("utf-8"), np.uint8).copy()
             self._content_bytes = np.frombuffer(self.content.encode("utf-8"), np.uint8).copy()
         elif "Regex" in pattern:
-            import regex
-            self.regex = regex.compile(pattern["Regex"])
+            # tokjit's engine with Oniguruma's reading of the pattern (HF's), as a Split's
+            from tokjit.pipeline.pre_tokenizers import RegexSplitter
+            self.regex = RegexSplitter(pattern["Regex"])
             self.needle = None
         else:
             raise UnsupportedComponentError(f"Replace pattern {pattern!r}")
@@ -117,9 +118,12 @@ class Replace:
                 spans.append((pos, pos + len(self.needle)))
                 pos = text.find(self.needle, pos + len(self.needle))
         else:
-            spans = [m.span() for m in self.regex.finditer(text)]
-            if not spans:
+            starts, ends = self.regex.find(buf, 0, buf.shape[0])
+            if starts.shape[0] == 0:
                 return buf, align
+            char_at = np.zeros(buf.shape[0] + 1, np.int64)  # character index of each byte offset
+            np.cumsum((buf & 0xC0) != 0x80, out=char_at[1:])
+            spans = list(zip(char_at[starts].tolist(), char_at[ends].tolist()))
         return replace_spans(buf, align, text, spans, self.content)
 
 

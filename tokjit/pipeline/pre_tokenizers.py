@@ -55,11 +55,16 @@ class RegexSplitter:
 
     Uses tokjit's numba regex engine (:mod:`tokjit.regex`) with the anchor semantics of the
     reference engine named by ``syntax`` (``"onig"``: HF tokenizers, ``"rust"``: tiktoken,
-    ``"python"``: the ``regex`` module); patterns it cannot compile fall back to the ``regex``
-    module (exact for the constructs both accept, slower, with a warning).
+    ``"python"``: the ``regex`` module). A pattern it cannot compile is refused
+    (:class:`~tokjit.errors.UnsupportedComponentError`) when the reference is Oniguruma or
+    fancy-regex: the ``regex`` module reads some of those constructs differently (``\\h`` is a hex
+    digit to Oniguruma and horizontal space to ``regex``; ``&&``, ``\\R``, ``\\N``, POSIX classes and
+    ``\\X`` differ too), so running it there would give other ids without saying so. With
+    ``python_fallback`` (llama.cpp's translated patterns, whose reference the ``regex`` module
+    stands in for) it runs on the ``regex`` module instead, slower, with a warning when ``warn``.
     """
 
-    def __init__(self, pattern: str, *, syntax: str = "onig", warn: bool = True):
+    def __init__(self, pattern: str, *, syntax: str = "onig", warn: bool = True, python_fallback: bool = False):
         from tokjit.regex.compiler import UnsupportedPatternError
         from tokjit.regex.compiled import CompiledRegex
 
@@ -68,6 +73,10 @@ class RegexSplitter:
         try:
             self.compiled = CompiledRegex(pattern, syntax=syntax)
         except UnsupportedPatternError as exc:
+            if syntax != "python" and not python_fallback:
+                raise UnsupportedComponentError(
+                    f"split pattern {pattern!r} uses {exc}: tokjit's regex engine does not support it, and "
+                    f"the `regex` module may read it differently from the reference engine") from None
             if warn:
                 warnings.warn(f"tokjit: pattern {pattern!r} uses {exc}; using the slower `regex` "
                               "module for it", RuntimeWarning, stacklevel=3)

@@ -27,9 +27,11 @@ syntax      ``^`` / ``$``          ``\\Z``                       reference
 "rust"      text start / end      end or before a final \\n     tiktoken (fancy-regex)
 =========== ===================== ============================ ===========================
 
-The ``(?m)`` flag turns ``^``/``$`` into line anchors in every syntax.  ``(?i)`` uses the simple
-case-folding orbits of the ``regex`` module (``k`` ~ ``K`` ~ U+212A, ``s`` ~ ``S`` ~ U+017F); a
-character matches a case-insensitive set if any of its case variants is in the set.
+The ``(?m)`` flag turns ``^``/``$`` into line anchors ("python", "rust"); under "onig" they always
+are, and ``(?m)`` is Ruby's dot-matches-newline.  ``(?i)`` uses the simple case-folding orbits of
+the ``regex`` module (``k`` ~ ``K`` ~ U+212A, ``s`` ~ ``S`` ~ U+017F), without dotless i in i's
+orbit under "onig" and "rust" (CaseFolding.txt gives it no folding); a character matches a
+case-insensitive set if any of its case variants is in the set.
 """
 from __future__ import annotations
 
@@ -143,13 +145,25 @@ class _Ctx:
         idx = [ut.CATEGORY_INDEX[c] for c in names]
         return np.isin(self.gc, np.array(idx, dtype=np.uint8))
 
-    def fold_close(self, s):
-        hit = s[self.fold_cp]
+    def fold_close(self, s, syntax="python"):
+        """``s`` and every case variant of its members. Oniguruma and Rust's regex fold by Unicode's
+        CaseFolding.txt, where dotless i folds to nothing (only Turkic folding joins it to i); the
+        regex module puts it in i's orbit, which stays so for ``syntax`` "python" only."""
+        exact = syntax != "python"
+        plain = s
+        if exact and s[DOTLESS_I]:
+            plain = s.copy()
+            plain[DOTLESS_I] = False
         orb = np.zeros(self.n_orbits, bool)
-        orb[self.fold_id[hit]] = True
-        s = s.copy()
-        s[self.fold_cp] |= orb[self.fold_id]
-        return s
+        orb[self.fold_id[plain[self.fold_cp]]] = True
+        out = s.copy()
+        out[self.fold_cp] |= orb[self.fold_id]
+        if exact:
+            out[DOTLESS_I] = s[DOTLESS_I]
+        return out
+
+
+DOTLESS_I = 0x131
 
 
 @functools.lru_cache(maxsize=4)
@@ -289,7 +303,7 @@ class _Parser:
         s = self.ctx.empty()
         s[cp] = True
         if self.flags["i"]:
-            s = self.ctx.fold_close(s)
+            s = self.ctx.fold_close(s, self.syntax)
         return ("set", s)
 
     def parse_atom(self):
@@ -302,7 +316,9 @@ class _Parser:
         if c == ".":
             self.i += 1
             s = np.ones(self.ctx.n, bool)
-            if not self.flags["s"]:
+            # Ruby syntax (Oniguruma's, HF's) spells dot-matches-newline (?m): its ^ and $ always
+            # match at lines
+            if not (self.flags["s"] or self.flags["m"] and self.syntax == "onig"):
                 s[10] = False
             return ("set", s)
         if c == "^":
@@ -465,7 +481,7 @@ class _Parser:
                 self.i += 1
             s = ctx.cats(_category_names(name))
             if self.flags["i"]:
-                s = ctx.fold_close(s)
+                s = ctx.fold_close(s, self.syntax)
             return ("set", ~s if neg else s)
         if in_class:
             if c == "b":
@@ -530,12 +546,12 @@ class _Parser:
                         self.error("bad character range")
                     r = ctx.empty()
                     r[lo:hi + 1] = True
-                    acc |= ctx.fold_close(r) if self.flags["i"] else r
+                    acc |= ctx.fold_close(r, self.syntax) if self.flags["i"] else r
                     continue
                 self.i = save  # '-' literal before a class escape: regex treats as literal
             r = ctx.empty()
             r[lo] = True
-            acc |= ctx.fold_close(r) if self.flags["i"] else r
+            acc |= ctx.fold_close(r, self.syntax) if self.flags["i"] else r
         return ~acc if neg else acc
 
     def _class_item(self):
