@@ -62,6 +62,54 @@ def test_lookups_return_what_was_stored_or_nothing():
     assert (cache[0][:, 2] != 0).sum() > 100
 
 
+def _at_home(rows, piece: bytes) -> bool:
+    buf = np.frombuffer(piece, np.uint8)
+    h, w0, w1 = pc.piece_key(buf, 0, len(piece))
+    home = pc.home_row(rows, h)
+    return (rows[home, 2] & pc.N_MASK) == len(piece) and rows[home, 0] == w0 and rows[home, 1] == w1
+
+
+def _reachable(rows, piece: bytes) -> bool:
+    """Whether a lookup would find ``piece`` (the walk of cache_find_key, without marking a hit)."""
+    buf = np.frombuffer(piece, np.uint8)
+    h, w0, w1 = pc.piece_key(buf, 0, len(piece))
+    r = pc.home_row(rows, h)
+    for _ in range(pc.WINDOW):
+        if rows[r, 2] == 0:
+            return False
+        if (rows[r, 2] & pc.N_MASK) == len(piece) and rows[r, 0] == w0 and rows[r, 1] == w1:
+            return True
+        r = (r + 1) % rows.shape[0]
+    return False
+
+
+def test_pieces_found_past_their_home_move_there_and_none_is_lost():
+    """A lookup that finds a piece past its home row moves it there when the piece at home was not
+    hit lately (pc._promote): afterwards every piece stored is still found with its own ids, and the
+    pieces looked up sit at home more often than before. Short pieces only (no pool starts again,
+    so nothing may go missing), the rows filled densely enough that windows run long."""
+    rng = random.Random(5)
+    cache = _small_cache(512, 4096, 4096)
+    truth: dict[bytes, list[int]] = {}
+    while len(truth) < 330:
+        piece = bytes(rng.choice(b"abcdef\xe4\xb8") for _ in range(rng.choice([2, 3, 5, 8, 12, 16])))
+        if piece not in truth:
+            truth[piece] = [rng.randrange(1 << 21) for _ in range(rng.choice([1, 2, 4, 5]))]
+            _put(cache, piece, truth[piece])
+    rows = cache[0]
+    stored = [p for p in truth if _reachable(rows, p)]  # a full window replaced some
+    assert len(stored) > 250
+    hot = rng.sample(stored, 150)
+    home_before = sum(_at_home(rows, p) for p in hot)
+    for _ in range(3):
+        for piece in rng.sample(hot, len(hot)):
+            assert _lookup(cache, piece) == truth[piece], piece
+    home_after = sum(_at_home(rows, p) for p in hot)
+    assert home_after > home_before, (home_before, home_after)
+    for piece in stored:
+        assert _lookup(cache, piece) == truth[piece], piece
+
+
 def test_emptied_pools_keep_long_pieces_cached():
     """Pieces that need the pools (long, or more than four ids) are still stored after the pools
     filled once: the pools start again instead of refusing every later such piece."""

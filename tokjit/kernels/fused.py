@@ -367,7 +367,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                             h = piece_key(buf, ps, pe)[0]  # past MAX_PIECE the row was not requested
                         cacheable = met_before(cache_admit, h)
                     if cacheable:
-                        row = cache_find_key(cache_rows, cache_bytes, buf, ps, pe, h, w0, w1)
+                        row = cache_find_key(cache_rows, cache_bytes, buf, ps, pe, h, w0, w1, True)
                         if row >= 0:
                             n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
                             continue
@@ -451,7 +451,7 @@ def _encode_segments(vocab, segment_scalars, scratch, buf, ps, first_end, pe, pi
             continue
         h, w0, w1 = cacheable_key(buf, s, e)  # one key for the unreachable bit, the lookup and the put
         cacheable = e - s <= MAX_PIECE and not maybe_unreachable_key(unreachable_bits, h)
-        row = cache_find_key(cache_rows, cache_bytes, buf, s, e, h, w0, w1) if cacheable else -1
+        row = cache_find_key(cache_rows, cache_bytes, buf, s, e, h, w0, w1, False) if cacheable else -1
         if row >= 0:
             n += cache_emit(cache_rows, cache_ids, row, out_ids, at + n)
             continue

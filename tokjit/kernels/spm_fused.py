@@ -225,7 +225,7 @@ def encode_docs_spm(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                             # the piece cache probe and copy are inlined (a call would incref/decref
                             # every array argument per piece)
                             cacheable = pe - ps <= MAX_PIECE
-                            row = cache_find_key(cache_rows, cache_bytes, norm_buf, ps, pe, h, w0, w1) \
+                            row = cache_find_key(cache_rows, cache_bytes, norm_buf, ps, pe, h, w0, w1, False) \
                                 if cacheable else -1
                             if row >= 0:
                                 n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)

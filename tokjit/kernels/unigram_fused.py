@@ -850,7 +850,7 @@ def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_d
                         h, w0, w1 = cacheable_key(text, ps, pe)
                         cacheable = ps < pe <= ps + MAX_PIECE
                         if cacheable:
-                            row = cache_find_key(cache_rows, cache_bytes, text, ps, pe, h, w0, w1)
+                            row = cache_find_key(cache_rows, cache_bytes, text, ps, pe, h, w0, w1, False)
                             if row >= 0:
                                 n_out += cache_emit(cache_rows, cache_ids, row, out_ids, n_out)
                                 continue
