@@ -93,12 +93,16 @@ def test_normalizer_variant_matches_hf(base_doc, texts, tmp_path, name):
 
 
 # Patterns whose reading differs between Oniguruma (HF's engine) and the `regex` module: dotless i
-# under (?i) (no case folding in CaseFolding.txt), Ruby's (?m) (dot matches newline), and a Replace
-# normalizer's regex (it ran on the `regex` module); each with the strings that told them apart
+# under (?i) (no case folding in CaseFolding.txt), Ruby's (?m) (dot matches newline), \w and \b,
+# and a Replace normalizer's regex (it ran on the `regex` module); each with the strings that told
+# them apart
 ONIG_READINGS = {
     "case-insensitive-set": ({"Regex": r"(?i:[a-z]+)|\s+|[^\sa-zA-Z]+"}, None,
                              ["y\u0131", "I\u0131 \u0130i", "\u212a \u017fs K\u0131S"]),
     "ruby-dot-all": ({"Regex": r"(?m:.{1,3})|\s"}, None, ["\n\n", "\r\n", "ab\ncd\n\nef"]),
+    # Oniguruma's \w is Letter, Mark, Number and Connector_Punctuation (No in, Join_Control out)
+    "word-boundaries": ({"Regex": r"\b\w+\b|\W+"}, None, [" \u00bd", "au\u00b3", "\u24b6b", "x\u00b2y"]),
+    "word-runs": ({"Regex": r"(?i)\w{1,3}|."}, None, ["\u0938\u094b\u092e\u200c\u0935\u093e\u0930", "a\u200db"]),
     "replace-case-insensitive": (None, {"type": "Replace", "pattern": {"Regex": r"(?i)[a-z]"}, "content": "Q"},
                                  ["\u0130", "y\u0131", "Hello World \u00e9"]),
 }

@@ -135,6 +135,12 @@ class _Ctx:
         word &= self.gc != 0  # code points unassigned in this table are not word characters
         word[0x200C:0x200E] = True  # Join_Control
         self.word = word
+        # Oniguruma's Unicode \w (and so its \b): Letter, Mark, Number and Connector_Punctuation,
+        # which takes in No (½, ³) and leaves out the Alphabetic symbols (Ⓐ) the regex module's keeps
+        self.onig_word = self.cats(["Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc"])
+
+    def word_of(self, syntax):
+        return self.onig_word if syntax == "onig" else self.word
 
     def empty(self):
         return np.zeros(self.n, bool)
@@ -461,7 +467,7 @@ class _Parser:
             s = ctx.cats(["Nd"])
             return ("set", s if c == "d" else ~s)
         if c in "wW":
-            s = ctx.word
+            s = ctx.word_of(self.syntax)
             return ("set", s if c == "w" else ~s)
         if c in "pP":
             neg = c == "P"
@@ -662,8 +668,9 @@ class Program:
 
 
 class _Gen:
-    def __init__(self, ctx: _Ctx):
+    def __init__(self, ctx: _Ctx, syntax: str):
         self.ctx = ctx
+        self.syntax = syntax
         self.code: list[list[int]] = []
         self.rep_info: list[tuple[int, int, int]] = []
         self.classes: list[bytes] = []
@@ -727,7 +734,8 @@ class _Gen:
                 self.code[j][1] = len(self.code)
         elif t == "assert":
             kind = node[1]
-            self.emit(OP_ASSERT, kind, self.cls(self.ctx.word) if kind in (A_WORD_B, A_NOT_WORD_B) else 0)
+            word = self.ctx.word_of(self.syntax)
+            self.emit(OP_ASSERT, kind, self.cls(word) if kind in (A_WORD_B, A_NOT_WORD_B) else 0)
         elif t == "atomic":
             self.emit(OP_ATOMIC_START)
             self.gen(node[1])
@@ -921,7 +929,7 @@ def compile_pattern(pattern: str, *, syntax: str = "python", unicode_table: str 
 def _compile_pattern(pattern: str, syntax: str, unicode_table: str) -> Program:
     ctx = _ctx(unicode_table)
     ast = _Parser(pattern, ctx, syntax).parse()
-    g = _Gen(ctx)
+    g = _Gen(ctx, syntax)
     g.gen(ast)
     g.emit(OP_MATCH)
     ascii_tab, masks, negs, roff, ranges = _class_tables(ctx, g.class_sets)
