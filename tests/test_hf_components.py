@@ -122,10 +122,12 @@ def test_patterns_read_as_oniguruma_reads_them(base_doc, texts, tmp_path, name):
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
-@pytest.mark.parametrize("pattern", [r"\h+", r"[\p{L}&&[^a-z]]+", r"\X"])
+@pytest.mark.parametrize("pattern", [r"\h+", r"[\p{L}&&[^a-z]]+", r"\X", "(?i:ss)|.", "(?i:[\u00df])|.", "(?i:\ufb01)"])
 def test_split_pattern_beyond_the_engine_is_refused_not_guessed(base_doc, tmp_path, pattern):
-    """HF loads these; the `regex` module reads them differently from Oniguruma (\\h is a hex digit to
-    Oniguruma, horizontal space to `regex`), so tokjit must refuse them rather than run them there."""
+    """HF loads these; the `regex` module reads the first ones differently from Oniguruma (\\h is a
+    hex digit to Oniguruma, horizontal space to `regex`), and Oniguruma folds case to strings the VM
+    cannot match ((?i:ss) matches "\u00df", (?i:[\u00df]) matches "ss"), so tokjit must refuse them
+    rather than give other ids."""
     doc = dict(base_doc, pre_tokenizer=seq({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
                                             "invert": False}, BYTE_LEVEL))
     path = tmp_path / "tokenizer.json"

@@ -172,6 +172,26 @@ class _Ctx:
 DOTLESS_I = 0x131
 
 
+@functools.lru_cache(maxsize=1)
+def _multi_foldings() -> dict[int, str]:
+    """The characters whose full case folding is more than one character (``ß`` -> ``ss``, ``ﬁ`` ->
+    ``fi``, ...), all in the Basic Multilingual Plane (~100 of them, up to U+FB17)."""
+    return {c: f for c, f in ((c, chr(c).casefold()) for c in range(0x10000) if not 0xD800 <= c < 0xE000)
+            if len(f) > 1}
+
+
+def _folding_strings() -> frozenset:
+    return frozenset(_multi_foldings().values())
+
+
+@functools.lru_cache(maxsize=2)
+def _multi_folding(n: int) -> np.ndarray:
+    """bool[n]: the code points whose full case folding is more than one character."""
+    out = np.zeros(n, bool)
+    out[list(_multi_foldings())] = True
+    return out
+
+
 @functools.lru_cache(maxsize=4)
 def _ctx(table: str) -> _Ctx:
     return _Ctx(table)
@@ -190,6 +210,7 @@ class _Parser:
         self.syntax = syntax
         self.flags = {"i": False, "m": False, "s": False}
         self.depth = 0
+        self.folded_literals: list[tuple[int, int]] = []  # (position after it, code point) under (?i)
 
     def error(self, msg):
         raise UnsupportedPatternError(f"{msg} at position {self.i} in pattern {self.p!r}")
@@ -213,6 +234,7 @@ class _Parser:
         node = self.parse_alt()
         if self.i != len(self.p):
             self.error("unbalanced ')'")
+        self.check_folded_runs()
         return node
 
     def _apply_flags(self, s, flags=None):
@@ -309,8 +331,35 @@ class _Parser:
         s = self.ctx.empty()
         s[cp] = True
         if self.flags["i"]:
-            s = self.ctx.fold_close(s, self.syntax)
+            s = self.folded(s)
+            self.folded_literals.append((self.i, cp))
         return ("set", s)
+
+    def folded(self, s):
+        """``s`` closed under (?i). Oniguruma also folds to strings: (?i:ss) matches "ß", (?i:[ß])
+        matches "ss", (?i:st) matches "ﬆ"; the VM matches one character at a time, so under "onig" a
+        member with a folding of several characters is refused (literal runs: ``check_folded_runs``)."""
+        s = self.ctx.fold_close(s, self.syntax)
+        if self.syntax == "onig" and (s & _multi_folding(self.ctx.n)).any():
+            self.error("(?i) over a character whose case folding is several characters")
+        return s
+
+    def check_folded_runs(self):
+        """Under "onig", refuse (?i) literals in a row that spell a folding of several characters
+        (``ss``, ``st``, ``fi``, ...): Oniguruma matches them against one character."""
+        if self.syntax != "onig" or not self.folded_literals:
+            return
+        targets = _folding_strings()
+        run, last = "", -2
+        for end, cp in self.folded_literals + [(-9, 0)]:
+            if end == last + 1 and cp:
+                run += chr(cp).casefold()
+            else:
+                if any(t in run for t in targets):
+                    self.i = last
+                    self.error(f"(?i) literals {run!r} that spell a case folding of one character")
+                run = chr(cp).casefold() if cp else ""
+            last = end
 
     def parse_atom(self):
         c = self.peek()
@@ -552,12 +601,12 @@ class _Parser:
                         self.error("bad character range")
                     r = ctx.empty()
                     r[lo:hi + 1] = True
-                    acc |= ctx.fold_close(r, self.syntax) if self.flags["i"] else r
+                    acc |= self.folded(r) if self.flags["i"] else r
                     continue
                 self.i = save  # '-' literal before a class escape: regex treats as literal
             r = ctx.empty()
             r[lo] = True
-            acc |= ctx.fold_close(r, self.syntax) if self.flags["i"] else r
+            acc |= self.folded(r) if self.flags["i"] else r
         return ~acc if neg else acc
 
     def _class_item(self):
