@@ -160,7 +160,7 @@ class Whitespace:
     PATTERN = r"\w+|[^\w\s]+"
 
     def __init__(self, config: dict):
-        self.find = RegexSplitter(self.PATTERN).find
+        self.find = RegexSplitter(self.PATTERN, syntax="rust").find  # HF runs it on the regex crate
 
     def __call__(self, pieces: Pieces) -> Pieces:
         return split_pieces(pieces, self.find, BEHAVIORS["Removed"], True)
