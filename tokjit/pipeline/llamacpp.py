@@ -376,7 +376,7 @@ class _ViewRegex:
         except ImportError:
             pass
         if self.find is None:
-            self.find = RegexSplitter(self.translated, warn=False, python_fallback=True).find
+            self.find = RegexSplitter(self.translated, syntax="python", warn=False).find
 
 
 class LlamaCppRegexSplit:

@@ -106,25 +106,14 @@ class Replace:
             raise UnsupportedComponentError(f"Replace pattern {pattern!r}")
 
     def __call__(self, buf, align):
-        if self.needle is not None and self.needle:
-            return replace_literal(buf, align, self._needle_bytes, self._content_bytes)
-        text = buf.tobytes().decode("utf-8")
         if self.needle is not None:
-            if not self.needle or self.needle not in text:
+            if not self.needle:
                 return buf, align
-            spans = []
-            pos = text.find(self.needle)
-            while pos >= 0:
-                spans.append((pos, pos + len(self.needle)))
-                pos = text.find(self.needle, pos + len(self.needle))
-        else:
-            starts, ends = self.regex.find(buf, 0, buf.shape[0])
-            if starts.shape[0] == 0:
-                return buf, align
-            char_at = np.zeros(buf.shape[0] + 1, np.int64)  # character index of each byte offset
-            np.cumsum((buf & 0xC0) != 0x80, out=char_at[1:])
-            spans = list(zip(char_at[starts].tolist(), char_at[ends].tolist()))
-        return replace_spans(buf, align, text, spans, self.content)
+            return replace_literal(buf, align, self._needle_bytes, self._content_bytes)
+        starts, ends = self.regex.find(buf, 0, buf.shape[0])
+        if starts.shape[0] == 0:
+            return buf, align
+        return replace_spans(buf, align, zip(starts.tolist(), ends.tolist()), self.content)
 
 
 @njit(cache=True, nogil=True)
@@ -175,23 +164,23 @@ def replace_literal(buf, align, needle: np.ndarray, content: np.ndarray):
     return out[:m], out_align[:m + 1]
 
 
-def replace_spans(buf, align, text: str, spans, content: str):
-    """Replace character spans of ``text`` by ``content``. Replacement bytes align to the span's last
-    character, as HF's ``NormalizedString::replace`` does (it drops the matched characters first and
-    aligns inserted ones to the previous): a collapsed run of spaces maps to its final space."""
+def replace_spans(buf, align, spans, content: str):
+    """Replace byte spans of ``buf`` (on character boundaries, in order) by ``content``. Replacement
+    bytes align to the span's last character, as HF's ``NormalizedString::replace`` does (it drops
+    the matched characters first and aligns inserted ones to the previous): a collapsed run of
+    spaces maps to its final space."""
     base = identity_align(buf, align)
-    starts = np.append(char_starts(buf), buf.shape[0])
+    starts = char_starts(buf)
     raw = buf.tobytes()
     rep = content.encode("utf-8")
     out: list[bytes] = []
     out_align: list[np.ndarray] = []
     prev = 0
-    for cs, ce in spans:
-        bs, be = int(starts[cs]), int(starts[ce])
+    for bs, be in spans:
         out.append(raw[prev:bs])
         out_align.append(base[prev:bs])
         out.append(rep)
-        last = int(starts[ce - 1]) if ce > cs else bs
+        last = int(starts[np.searchsorted(starts, be) - 1]) if be > bs else bs
         out_align.append(np.full(len(rep), base[last], np.int64))
         prev = be
     out.append(raw[prev:])

@@ -59,12 +59,12 @@ class RegexSplitter:
     (:class:`~tokjit.errors.UnsupportedComponentError`) when the reference is Oniguruma or
     fancy-regex: the ``regex`` module reads some of those constructs differently (``\\h`` is a hex
     digit to Oniguruma and horizontal space to ``regex``; ``&&``, ``\\R``, ``\\N``, POSIX classes and
-    ``\\X`` differ too), so running it there would give other ids without saying so. With
-    ``python_fallback`` (llama.cpp's translated patterns, whose reference the ``regex`` module
-    stands in for) it runs on the ``regex`` module instead, slower, with a warning when ``warn``.
+    ``\\X`` differ too), so running it there would give other ids without saying so. Under
+    "python" (llama.cpp's translated patterns, whose reference the ``regex`` module stands in for)
+    it runs on the ``regex`` module instead, slower, with a warning when ``warn``.
     """
 
-    def __init__(self, pattern: str, *, syntax: str = "onig", warn: bool = True, python_fallback: bool = False):
+    def __init__(self, pattern: str, *, syntax: str = "onig", warn: bool = True):
         from tokjit.regex.compiler import UnsupportedPatternError
         from tokjit.regex.compiled import CompiledRegex
 
@@ -73,7 +73,7 @@ class RegexSplitter:
         try:
             self.compiled = CompiledRegex(pattern, syntax=syntax)
         except UnsupportedPatternError as exc:
-            if syntax != "python" and not python_fallback:
+            if syntax != "python":
                 raise UnsupportedComponentError(
                     f"split pattern {pattern!r} uses {exc}: tokjit's regex engine does not support it, and "
                     f"the `regex` module may read it differently from the reference engine") from None

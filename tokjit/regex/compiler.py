@@ -180,6 +180,7 @@ def _multi_foldings() -> dict[int, str]:
             if len(f) > 1}
 
 
+@functools.lru_cache(maxsize=1)
 def _folding_strings() -> frozenset:
     return frozenset(_multi_foldings().values())
 
@@ -349,17 +350,17 @@ class _Parser:
         (``ss``, ``st``, ``fi``, ...): Oniguruma matches them against one character."""
         if self.syntax != "onig" or not self.folded_literals:
             return
-        targets = _folding_strings()
-        run, last = "", -2
-        for end, cp in self.folded_literals + [(-9, 0)]:
-            if end == last + 1 and cp:
-                run += chr(cp).casefold()
+        runs: list[tuple[str, int]] = []  # (casefolded run, position after its last literal)
+        for end, cp in self.folded_literals:
+            if runs and runs[-1][1] == end - 1:
+                runs[-1] = (runs[-1][0] + chr(cp).casefold(), end)
             else:
-                if any(t in run for t in targets):
-                    self.i = last
-                    self.error(f"(?i) literals {run!r} that spell a case folding of one character")
-                run = chr(cp).casefold() if cp else ""
-            last = end
+                runs.append((chr(cp).casefold(), end))
+        targets = _folding_strings()
+        for run, end in runs:
+            if any(t in run for t in targets):
+                self.i = end
+                self.error(f"(?i) literals {run!r} that spell a case folding of one character")
 
     def parse_atom(self):
         c = self.peek()
