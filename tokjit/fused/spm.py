@@ -22,7 +22,8 @@ from tokjit.pipeline.sentencepiece_normalizer import SentencePieceNormalizer
 
 
 def spm_fused_path_for(tok) -> "FusedSentencePiece | None":
-    if not isinstance(tok.model, BPEModel):
+    # (HF's BPE affixes mark a word's ends, which the kernel's cuts before U+2581 would move)
+    if not isinstance(tok.model, BPEModel) or tok.model.affixed:
         return None
     norm = tok.normalizer
     if isinstance(norm, SentencePieceNormalizer):

@@ -21,7 +21,7 @@ from tokjit.kernels.lookup import PAIR_MIX, lookup_bytes, may_merge, merge_bits_
 from tokjit.kernels.memops import bytes_at, call_at, data_address, find_byte, prefetch_at
 from tokjit.kernels.piece_cache import MAX_PIECE
 from tokjit.kernels.structs import BPE_SCRATCH, BPE_VOCAB, borrow, struct_address, struct_at
-from tokjit.kernels.utf8 import decode_bmp, put_utf8, utf8_len
+from tokjit.kernels.utf8 import decode_at, decode_bmp, put_utf8, utf8_len
 
 NO_RANK = 2147483647
 
@@ -37,6 +37,10 @@ FLAG_ATOMS = 128  # byte-level: characters BPE always forms whole start as one s
 # ``unreachable_bits`` holds every token BPE cannot build from its bytes (kernels.atoms.mark_unreachable):
 # the whole-piece rule then needs its lookup only for pieces whose bit is set, as BPE builds the others
 FLAG_UNREACHABLE_KNOWN = 256
+# HF's continuing_subword_prefix / end_of_word_suffix: a symbol after a piece's first / the piece's last
+# starts as the token spelled with the prefix / suffix (``affix_keys``, :func:`affixed_symbol_id`)
+FLAG_PREFIX = 512
+FLAG_SUFFIX = 1024
 
 TOKEN_UNUSED = 1  # bit in ``token_flags``
 
@@ -56,6 +60,25 @@ def char_token_ids(blob, offsets, table, out):
         if 0xD800 <= cp < 0xE000:
             continue
         out[cp] = lookup_bytes(buf, 0, put_utf8(buf, 0, cp), blob, offsets, table)
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def affixed_symbol_id(affix_keys, affix_ids, variant, code):
+    """The id of the token spelling symbol ``code`` (a byte, or a code point) with the affixes of
+    ``variant`` (1: the prefix, 2: the suffix, 3: both), or -1: a binary search of ``affix_keys``
+    (sorted ``variant << 32 | code``; ``affix_ids`` alongside). O(log tokens)."""
+    key = (variant << 32) | code
+    lo = 0
+    hi = affix_keys.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if affix_keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < affix_keys.shape[0] and affix_keys[lo] == key:
+        return np.int64(affix_ids[lo])
+    return np.int64(-1)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -877,6 +900,9 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
     unreachable_known = (flags & FLAG_UNREACHABLE_KNOWN) != 0
     unreachable_bits, char_ids = borrow(vocab, "unreachable_bits"), borrow(vocab, "char_ids")
     cut_bits = borrow(vocab, "cut_bits")
+    affix_keys, affix_ids = borrow(vocab, "affix_keys"), borrow(vocab, "affix_ids")
+    prefixed = np.int64(1) if (flags & FLAG_PREFIX) != 0 else np.int64(0)
+    suffixed = np.int64(2) if (flags & FLAG_SUFFIX) != 0 else np.int64(0)
     n_touched = 0
     n_out = 0
     p = first_piece - 1
@@ -931,6 +957,17 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
                     sid = char_ids[cp]
                 else:
                     sid = lookup_bytes(buf, i, i + step, tok_blob, tok_offsets, tok_table)
+            if prefixed | suffixed:
+                variant = (prefixed if i > ps else 0) | (suffixed if i + step >= pe else 0)
+                if variant != 0:
+                    code = np.int64(buf[i])
+                    if not byte_symbols and code >= 0x80:
+                        # a stray or truncated sequence spells no token (-1: unknown)
+                        if code < 0xF0:
+                            code = decode_bmp(buf, i, pe)[0]
+                        else:
+                            code = decode_at(buf, i)[0] if step == 4 and code <= 0xF4 else np.int64(-1)
+                    sid = affixed_symbol_id(affix_keys, affix_ids, variant, code) if code >= 0 else np.int64(-1)
             ws_start[m] = i
             ws_end[m] = i + step
             ws_id[m] = sid

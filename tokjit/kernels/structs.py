@@ -333,7 +333,7 @@ BPEVocabType, BPEVocab, BPE_VOCAB = _declare("BPEVocab", [
     ("pair_slots", _I64), ("flags", types.int64), ("unk_id", types.int64), ("max_len", types.int64),
     ("token_flags", _U8), ("unsafe_prev", _I64), ("atom_ids", _I32), ("edge_bits", _U64), ("pair_bits", _U64),
     ("unreachable_bits", _U64), ("pair_rows", _I64), ("char_ids", _I32), ("merge_long_fn", types.int64),
-    ("cut_bits", _U64), ("merge_bits", _U64),
+    ("cut_bits", _U64), ("merge_bits", _U64), ("affix_keys", _I64), ("affix_ids", _I32),
 ])
 
 
@@ -362,6 +362,8 @@ def _new_bpe_vocab(fields):
     s.merge_long_fn = fields[17]
     s.cut_bits = fields[18]
     s.merge_bits = fields[19]
+    s.affix_keys = fields[20]
+    s.affix_ids = fields[21]
     return s
 
 
@@ -376,7 +378,8 @@ def make_bpe_vocab(model, merge_long_fn: int) -> BPEVocab:
                            _arr(m.atom_ids, np.int32), _arr(m.edge_bits, np.uint64), _arr(m.pair_bits, np.uint64),
                            _arr(m.unreachable_bits, np.uint64), _arr(m.pairs.rows, np.int64),
                            _arr(m.char_ids, np.int32), np.int64(merge_long_fn), _arr(m.cut_bits, np.uint64),
-                           _arr(m.pairs.merge_bits, np.uint64)))
+                           _arr(m.pairs.merge_bits, np.uint64), _arr(m.affix_keys, np.int64),
+                           _arr(m.affix_ids, np.int32)))
 
 
 # -------------------------------------------------------------------------------------------------

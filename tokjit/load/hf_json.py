@@ -320,14 +320,34 @@ def _finish(doc: dict, parts: dict, path) -> TokenizerSpec:
     return spec
 
 
+def _after_prefix(token: str, prefix_len: int, path, row: int) -> str:
+    """``token`` past its first ``prefix_len`` UTF-8 bytes: HF names a merge's token the left part
+    followed by the right part less the continuing-subword prefix's length, prefixed or not (and
+    cannot load a file where that cut is not between two characters of the right part)."""
+    if not prefix_len:
+        return token
+    data = token.encode("utf-8", "surrogatepass")
+    if prefix_len > len(data) or (prefix_len < len(data) and 0x80 <= data[prefix_len] < 0xC0):
+        raise ModelFileError(f"merge right part {token!r} does not start with {prefix_len} bytes of the "
+                             "continuing_subword_prefix's length", path=path, where=f"model.merges[{row}]")
+    return data[prefix_len:].decode("utf-8", "surrogatepass")
+
+
 def _bpe(doc: dict, model: dict, path) -> dict:
     vocab = model["vocab"]
     if not isinstance(vocab, dict):
         raise ModelFileError("BPE vocab must be an object", path=path, where="model.vocab")
     if model.get("dropout") not in (None, 0, 0.0):
         raise UnsupportedComponentError("BPE dropout is random; tokjit only encodes deterministically")
-    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
-        raise UnsupportedComponentError("BPE continuing_subword_prefix / end_of_word_suffix are not supported")
+    prefix, suffix = model.get("continuing_subword_prefix") or "", model.get("end_of_word_suffix") or ""
+    if not isinstance(prefix, str) or not isinstance(suffix, str):
+        raise ModelFileError("BPE continuing_subword_prefix / end_of_word_suffix must be strings", path=path,
+                             where="model")
+    if (prefix or suffix) and model.get("byte_fallback"):
+        # HF spells the affixed symbol's bytes, prefix and suffix included, as <0xXX> tokens
+        raise UnsupportedComponentError("BPE byte_fallback with continuing_subword_prefix / end_of_word_suffix "
+                                        "is not supported")
+    prefix_len = len(prefix.encode("utf-8"))
     byte_level = is_byte_level(doc)
     to_bytes = unmap_byte_level if byte_level else (lambda s: s.encode("utf-8"))
     strings = {int(i): s for s, i in vocab.items()}
@@ -343,7 +363,7 @@ def _bpe(doc: dict, model: dict, path) -> dict:
         else:
             a, b = m
         try:
-            merges[row] = (index[a], index[b], index.get(a + b, -1))
+            merges[row] = (index[a], index[b], index.get(a + _after_prefix(b, prefix_len, path, row), -1))
         except KeyError as exc:
             raise ModelFileError(f"merge {m!r} names token {exc.args[0]!r} missing from the vocab",
                                  path=path, where=f"model.merges[{row}]") from None
@@ -353,6 +373,7 @@ def _bpe(doc: dict, model: dict, path) -> dict:
         "model": {"type": "BPE", "merge_rule": "pairs", "byte_level": byte_level,
                   "byte_fallback": bool(model.get("byte_fallback", False)),
                   "fuse_unk": bool(model.get("fuse_unk", False)),
-                  "ignore_merges": bool(model.get("ignore_merges", False)), "unk_id": unk_id},
+                  "ignore_merges": bool(model.get("ignore_merges", False)), "unk_id": unk_id,
+                  "continuing_subword_prefix": prefix, "end_of_word_suffix": suffix},
         "strings": strings, "to_bytes": to_bytes, "merges": merges,
     }

@@ -115,6 +115,13 @@ class BPEModel:
             flags |= bpe_kernel.FLAG_BYTE_FALLBACK
         if opts.get("fuse_unk", False):
             flags |= bpe_kernel.FLAG_FUSE_UNK
+        prefix, suffix = opts.get("continuing_subword_prefix") or "", opts.get("end_of_word_suffix") or ""
+        if prefix:
+            flags |= bpe_kernel.FLAG_PREFIX
+        if suffix:
+            flags |= bpe_kernel.FLAG_SUFFIX
+        self.affixed = bool(prefix or suffix)
+        self.affix_keys, self.affix_ids = _affixed_symbols(spec, prefix, suffix, bool(opts.get("byte_level")))
         self.merge_rank = np.full(max(n, 1), -1, dtype=np.int64)
         if rule == "pairs":
             merges = spec.merges if spec.merges is not None else np.zeros((0, 2), np.int32)
@@ -169,8 +176,8 @@ class BPEModel:
                 self.token_flags = unused.astype(np.uint8) * np.uint8(bpe_kernel.TOKEN_UNUSED)
                 self.touched = np.zeros(int(unused.sum()) + 1, np.int64)
         self.unsafe_prev = np.full(1, -1, np.int64)
-        if rule in ("pairs", "scores") and not flags & (bpe_kernel.FLAG_BYTE_SYMBOLS |
-                                                         bpe_kernel.FLAG_WHOLE_PIECE_FIRST):
+        if rule in ("pairs", "scores") and not self.affixed and not flags & (bpe_kernel.FLAG_BYTE_SYMBOLS |
+                                                                             bpe_kernel.FLAG_WHOLE_PIECE_FIRST):
             made = _produced_tokens(spec.tokens, produced)
             unsafe = _space_symbol_unsafe_prev(made, self.vocab)
             if unsafe is not None:
@@ -192,7 +199,7 @@ class BPEModel:
             flags &= ~bpe_kernel.FLAG_RANK_BY_BYTES
             self.flags = np.int64(flags)
         byte_symbols = bool(flags & bpe_kernel.FLAG_BYTE_SYMBOLS)
-        if rule == "pairs" and not flags & bpe_kernel.FLAG_RESEGMENT_UNUSED \
+        if rule == "pairs" and not flags & bpe_kernel.FLAG_RESEGMENT_UNUSED and not self.affixed \
                 and (not byte_symbols or (self.byte_ids >= 0).all()):
             # of a merge list only the rules BPE can ever apply, one per token (Llama 3: 127k of 280k,
             # Gemma 3: 236k of 515k); resegmenting UNUSED pieces reads every rule proposed, so keeps all
@@ -221,7 +228,8 @@ class BPEModel:
         self.pair_bits = np.zeros(1, np.uint64)
         self.unreachable_bits = np.zeros(atom_kernel.UNREACHABLE_BITS // 64, np.uint64)  # read with any atoms
         flags = int(self.flags)
-        if not flags & bpe_kernel.FLAG_BYTE_SYMBOLS or flags & bpe_kernel.FLAG_RANK_BY_BYTES \
+        # (affixes make a symbol's token depend on where it stands: no atoms, no tokens built from bytes)
+        if not flags & bpe_kernel.FLAG_BYTE_SYMBOLS or flags & bpe_kernel.FLAG_RANK_BY_BYTES or self.affixed \
                 or (self.byte_ids < 0).any() or not self.pairs.size:
             return
         include = model_mask(spec).astype(np.bool_)
@@ -304,6 +312,44 @@ class BPEModel:
 
 
 SPACE_SYMBOL = "\u2581".encode("utf-8")
+
+
+def _affixed_symbols(spec: TokenizerSpec, prefix: str, suffix: str, byte_level: bool):
+    """(keys, ids) of the tokens spelling one symbol with HF BPE's affixes
+    (:func:`~tokjit.kernels.bpe.affixed_symbol_id`): key ``variant << 32 | code``, variant 1 the
+    continuing-subword prefix before it, 2 the end-of-word suffix after it, 3 both; code the
+    symbol's byte (byte-level: the byte its character stands for) or code point. Sorted by key,
+    the lowest id of a key kept (HF's vocabulary has one id per string)."""
+    keys, ids = [], []
+    strings = spec.source.get("token_strings") if prefix or suffix else None
+    if strings:
+        mask = model_mask(spec)
+        byte_of = _byte_level_values() if byte_level else None
+        variants = [(v, prefix if v & 1 else "", suffix if v & 2 else "") for v in (1, 2, 3)
+                    if (not v & 1 or prefix) and (not v & 2 or suffix)]
+        for tid, s in enumerate(strings):
+            if not mask[tid]:
+                continue
+            for v, head, tail in variants:
+                if len(s) > len(head) + len(tail) and s.startswith(head) and s.endswith(tail) \
+                        and len(s) - len(head) - len(tail) == 1:
+                    ch = s[len(head)]
+                    code = ord(ch) if byte_of is None else byte_of.get(ch, -1)
+                    if code >= 0:
+                        keys.append((v << 32) | code)
+                        ids.append(tid)
+    if not keys:
+        return np.full(1, -1, np.int64), np.full(1, -1, np.int32)
+    keys_arr, ids_arr = np.asarray(keys, np.int64), np.asarray(ids, np.int32)
+    order = np.lexsort((ids_arr, keys_arr))
+    keys_arr, ids_arr = keys_arr[order], ids_arr[order]
+    first = np.concatenate(([True], keys_arr[1:] != keys_arr[:-1]))
+    return keys_arr[first], ids_arr[first]
+
+
+def _byte_level_values() -> dict[str, int]:
+    from tokjit.text import bytes_to_unicode
+    return {ch: b for b, ch in bytes_to_unicode().items()}
 
 
 def _produced_tokens(tokens, produced: np.ndarray) -> list[bytes]:

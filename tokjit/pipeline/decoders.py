@@ -177,6 +177,18 @@ class Strip:
         return [self.map_token(t, i) for i, t in enumerate(tokens)]
 
 
+class BPEDecoder:
+    """HF ``BPEDecoder``: the end-of-word suffix becomes a space in every token but the last, where it
+    goes (a token's text depends on whether it comes last: no per-id table)."""
+
+    def __init__(self, config: dict):
+        self.suffix = str(config.get("suffix", "</w>"))
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        last = len(tokens) - 1
+        return [t.replace(self.suffix, "" if i == last else " ") for i, t in enumerate(tokens)]
+
+
 def metaspace_prepend_scheme(config: dict) -> str:
     """``always`` / ``first`` / ``never`` of an HF Metaspace dict (old files: ``add_prefix_space``)."""
     scheme = config.get("prepend_scheme")
@@ -474,7 +486,7 @@ def _install_decode_ids(cls):
     return cls
 
 
-for _cls in (Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence):
+for _cls in (Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence, BPEDecoder):
     _install_decode_ids(_cls)
 
 

@@ -106,6 +106,7 @@ DECODERS = Registry("decoder", {
     "Fuse": f"{_PIPELINE}.decoders:Fuse",
     "Strip": f"{_PIPELINE}.decoders:Strip",
     "Metaspace": f"{_PIPELINE}.decoders:Metaspace",
+    "BPEDecoder": f"{_PIPELINE}.decoders:BPEDecoder",
     "SentencePieceDecoder": f"{_PIPELINE}.decoders:SentencePieceDecoder",
     "WordPiece": f"{_MODELS}.wordpiece:WordPieceDecoder",
 })
