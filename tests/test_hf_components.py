@@ -188,6 +188,30 @@ def test_normalized_added_tokens_match_by_normalized_content(base_doc, tmp_path,
     compare_with_added_tokens(base_doc, tmp_path, extra, normalizer, parts, 1500, seed=3)
 
 
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+def test_added_token_ids_are_the_ones_hf_gives(base_doc, tmp_path):
+    """HF gives an added token the model's id when the vocabulary holds its string, and a new one the
+    vocabulary's size plus the new ones before it, whatever id the file says (a hand-edited file)."""
+    def added(content, tid):
+        return {"id": tid, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+                "normalized": False, "special": True}
+    size = len(base_doc["model"]["vocab"])
+    extra = [added("Hello", size + 40), added("<|b|>", size + 30), added("<|a|>", 5), added(" world", 7),
+             added("<|b|>", size + 31)]
+    doc = dict(base_doc, added_tokens=base_doc["added_tokens"] + extra)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    from tokjit.api import load_bytes
+    with pytest.warns(UserWarning, match="HF gives"):
+        ours = load_bytes(path.read_bytes(), path=path, use_cache=False)
+    texts = ["Hello world<|a|><|b|>", "<|b|> world Hello", "x<|a|>y", "Hello, world!"]
+    for text in texts:
+        assert ours.encode(text, parse_special=True) == ref.encode(text, add_special_tokens=False).ids, text
+    for content in ("Hello", "<|a|>", "<|b|>", " world"):
+        assert ours.token_to_id(content) == ref.token_to_id(content), content
+
+
 @pytest.mark.parametrize("name", ["bert-minilm", "t5", "gemma3"])
 def test_no_decoder_joins_tokens_with_spaces_like_hf(tmp_path, name):
     """A tokenizer.json whose ``decoder`` is null: HF joins the token strings with single spaces."""

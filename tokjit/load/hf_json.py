@@ -7,9 +7,11 @@ GPT-2's byte-to-unicode mapping for byte-level vocabularies so kernels see raw b
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import re
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -268,18 +270,50 @@ def _added_tokens(doc: dict, path) -> list[AddedToken]:
     return out
 
 
+def _hf_added_ids(added: list[AddedToken], vocab_strings: dict[int, str], doc: dict, path) -> list[AddedToken]:
+    """The added tokens with the ids HF gives them, which are not the file's: a token the model's
+    vocabulary holds takes its id there, and each new one, in file order, the model's vocabulary size
+    (its number of strings) plus the number of new ones before it. The file's ids are HF's own where
+    HF wrote the file; where they differ (a hand-edited file) HF warns and tokjit does too. A token
+    listed twice keeps its first entry."""
+    if not added:
+        return added
+    # the model's own string -> id map, as HF builds it (two strings may share an id)
+    vocab = (doc.get("model") or {}).get("vocab")
+    if isinstance(vocab, dict):
+        vocab_ids = {s: int(i) for s, i in vocab.items()}
+    elif isinstance(vocab, list):
+        vocab_ids = {entry[0]: k for k, entry in enumerate(vocab)}
+    else:
+        vocab_ids = {s: i for i, s in vocab_strings.items()}
+    next_id = len(vocab) if isinstance(vocab, (dict, list)) else len(vocab_strings)
+    out, seen, moved = [], set(), []
+    for k, t in enumerate(added):
+        if t.content in seen:
+            continue
+        seen.add(t.content)
+        tid = vocab_ids.get(t.content)
+        if tid is None:
+            tid = next_id
+            next_id += 1
+            if tid in vocab_strings:
+                raise ModelFileError(f"added token {t.content!r} gets id {tid} from HF, the id of vocabulary token "
+                                     f"{vocab_strings[tid]!r}", path=path, where=f"added_tokens[{k}]")
+        if tid != t.id:
+            moved.append(f"{t.content!r} {t.id} -> {tid}")
+            t = dataclasses.replace(t, id=tid)
+        out.append(t)
+    if moved:
+        warnings.warn(f"tokjit: added tokens whose ids in {path or 'the file'} are not the ones HF gives them take "
+                      f"HF's ({', '.join(moved[:5])}{', ...' if len(moved) > 5 else ''})", stacklevel=4)
+    return out
+
+
 def _finish(doc: dict, parts: dict, path) -> TokenizerSpec:
     """Common tail: merge model vocab with added tokens into dense id-indexed arrays."""
     vocab_strings: dict[int, str] = parts["strings"]  # id -> model vocab string
     to_bytes: Callable[[str], bytes] = parts["to_bytes"]
-    added = _added_tokens(doc, path)
-    if added:
-        vocab_ids = {s: i for i, s in vocab_strings.items()}
-        for k, t in enumerate(added):
-            if vocab_ids.get(t.content, t.id) != t.id:
-                # HF would silently use the vocabulary's id; a file that disagrees with itself is refused
-                raise ModelFileError(f"added token {t.content!r} has id {t.id} but the vocabulary gives it id "
-                                     f"{vocab_ids[t.content]}", path=path, where=f"added_tokens[{k}]")
+    added = _hf_added_ids(_added_tokens(doc, path), vocab_strings, doc, path)
     ids = list(vocab_strings) + [t.id for t in added]
     if not ids:
         raise ModelFileError("empty vocabulary", path=path, where="model.vocab")
