@@ -105,6 +105,8 @@ ONIG_READINGS = {
     "word-runs": ({"Regex": r"(?i)\w{1,3}|."}, None, ["\u0938\u094b\u092e\u200c\u0935\u093e\u0930", "a\u200db"]),
     "replace-case-insensitive": (None, {"type": "Replace", "pattern": {"Regex": r"(?i)[a-z]"}, "content": "Q"},
                                  ["\u0130", "y\u0131", "Hello World \u00e9"]),
+    # Ruby's syntax has \p only with braces: \pL is "p" then "L"
+    "p-without-braces": ({"Regex": r"\pL+|\PN+|\s+|."}, None, ["pLL PNN", "33 ab", "pL", "PN 3"]),
 }
 
 
@@ -119,6 +121,26 @@ def test_patterns_read_as_oniguruma_reads_them(base_doc, texts, tmp_path, name):
     if normalizer is not None:
         doc["normalizer"] = normalizer
     compare(tmp_path, doc, extra + texts)
+
+
+# Patterns that can match the empty string: Oniguruma's iteration (as HF runs it) starts the next
+# search a character after an empty match and drops an empty match where the last one ended (Python's
+# `regex` tries a non-empty match at the same place instead); Contiguous parts gaps at an empty match
+EMPTY_MATCH_PATTERNS = [r"a*|b", r"\p{L}{,3}|\p{N}{,2}|.|\n", r"x?", r"(?=a)|b", r"\b", r"\s*|x"]
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("behavior", ["Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"])
+def test_patterns_matching_empty_iterate_as_oniguruma(base_doc, tmp_path, behavior):
+    import random
+    rng = random.Random(5)
+    alphabet = ["a", "b", "3", " ", "ab", "x", "\u00e9", "\u65e5", "\n", "  ", "33"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))) for _ in range(150)]
+    for pattern in EMPTY_MATCH_PATTERNS:
+        for invert in (False, True):
+            doc = dict(base_doc, pre_tokenizer=seq({"type": "Split", "pattern": {"Regex": pattern},
+                                                    "behavior": behavior, "invert": invert}, BYTE_LEVEL))
+            compare(tmp_path, doc, texts)
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
@@ -186,6 +208,21 @@ def test_normalized_added_tokens_match_by_normalized_content(base_doc, tmp_path,
               "special": sp} for c, sp in [("Café", False), ("ÉCOLE", True), ("naïve", False)]]
     parts = ["Café", "café", "CAFÉ", "école", "ÉCOLE", "naïve", "NAÏVE", "naive", " ", "x", "\u0301"]
     compare_with_added_tokens(base_doc, tmp_path, extra, normalizer, parts, 1500, seed=3)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("splitter", [{"type": "Digits", "individual_digits": True},
+                                      {"type": "Punctuation", "behavior": "Isolated"}])
+def test_metaspace_first_after_a_normal_form_that_composes(tmp_path, splitter):
+    """Metaspace "first" prefixes the piece whose original offset is 0: a character NFC composes from
+    several keeps the offset of the first of them, not the text's start."""
+    doc = json.loads(shared_path("data", "hf", "mistral-7b", "tokenizer.json").read_text(encoding="utf-8"))
+    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}
+    texts = ["3e\u0301", "3e\u0301x", ".e\u0301", "!e\u0301\u0301", "a.e\u0301 3o\u0308\u0301", "e\u0301.3",
+             "\u1100\u1161.3\u1100\u1161", "x\u0323\u0307.y", "5\u0041\u030a6"]
+    for form in ("NFC", "NFKC"):
+        compare(tmp_path, dict(doc, normalizer={"type": form}, pre_tokenizer=seq(splitter, metaspace)),
+                texts + corpus_lines(step=400))
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")

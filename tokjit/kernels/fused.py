@@ -241,8 +241,8 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     rx_prog, rx_rep, rx_ascii, rx_mask, rx_neg, rx_roff, rx_ranges, rx_gc, rx_roles = (
         borrow(rx, "prog"), borrow(rx, "rep_info"), borrow(rx, "cls_ascii"), borrow(rx, "cls_mask"),
         borrow(rx, "cls_neg"), borrow(rx, "cls_roff"), borrow(rx, "cls_ranges"), borrow(rx, "gc"), borrow(rx, "roles"))
-    n_memo, behavior, invert, shape, shape_flags, max_digits = (
-        borrow(rx, "n_memo"), borrow(rx, "behavior"), borrow(rx, "invert"), borrow(rx, "shape"),
+    vm_word, behavior, invert, shape, shape_flags, max_digits = (
+        borrow(rx, "vm_word"), borrow(rx, "behavior"), borrow(rx, "invert"), borrow(rx, "shape"),
         borrow(rx, "shape_flags"), borrow(rx, "max_digits"))
     at_starts, at_ends, at_ids, match_starts, match_ends, piece_starts, piece_ends, rx_stack, rx_params, \
         tok_starts, tok_ends, io = (
@@ -270,7 +270,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     # a segment is never looked up whole: "the piece is a token" is a rule about the whole piece
     segment_scalars = (flags & ~FLAG_WHOLE_PIECE_FIRST, unk_id, max_len)
     rx_params[0] = 0
-    rx_params[2] = n_memo
+    rx_params[2] = vm_word
     io[1] = STATUS_OK
     n_out = io[0]
     cap = out_ids.shape[0]

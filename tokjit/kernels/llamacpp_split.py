@@ -370,7 +370,7 @@ def llamacpp_pieces(rx, buf, start, end, params, match_starts, match_ends, stack
     (:func:`isolate_view_matches`); a splitter step is :func:`custom_split`. Scratch: the pieces of
     one step and the next in the two halves of ``piece_*``, the view in ``match_ends``' bytes, one
     piece's matches in the halves of ``match_starts``, the offset maps (and the splitters' code
-    points) in ``tok_*``; ``params`` as find_matches takes them (n_memo set per step).
+    points) in ``tok_*``; ``params`` as find_matches takes them (the program word set per step).
     O(bytes x steps x pattern cost)."""
     plan = borrow(rx, "shape_flags")
     roles = borrow(rx, "roles")

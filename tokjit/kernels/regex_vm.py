@@ -15,7 +15,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from tokjit.kernels.split import apply_split_behavior
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
 from tokjit.kernels.structs import (STEP_BEHAVIOR, STEP_CLASSES, STEP_INLINE, STEP_INVERT, STEP_JOINED,
-                                    STEP_MAX_DIGITS, STEP_N_MEMO, STEP_PROG, STEP_RANGES, STEP_REP, STEP_ROFF,
+                                    STEP_MAX_DIGITS, STEP_VM_WORD, STEP_PROG, STEP_RANGES, STEP_REP, STEP_ROFF,
                                     STEP_RUN, STEP_SHAPE, STEP_SHAPE_FLAGS, STEP_SKIP, STEP_STREAM_RANGES, STEP_KEPT,
                                     KEPT_ALL, KEPT_NONE, borrow)
 from tokjit.kernels.memops import HIGH_BITS, LOW7_BITS, bytes_in, load_word, low_bytes_mask
@@ -94,6 +94,17 @@ def _class_len_slow(k, buf, p, cls_mask, cls_neg, cls_roff, cls_ranges, gc):
     return 0
 
 
+# ``params[2]`` of find_matches, a program's word (``Program.vm_word``): its memo slots in the low
+# bits, and above them what follows an empty match. EMPTY_RETRY (Python's regex module, std::regex):
+# the next attempt at the same position must be non-empty. EMPTY_NEXT_CHAR (Oniguruma and Rust's
+# regex crates, as HF tokenizers and tiktoken iterate): the next search starts a character on, and an
+# empty match where the previous match ended is dropped.
+MEMO_SLOTS_MASK = (1 << 32) - 1
+EMPTY_RULE_SHIFT = 32
+EMPTY_RETRY = 0
+EMPTY_NEXT_CHAR = 1
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff,
                  cls_ranges, gc, params, out_starts, out_ends, stack):
@@ -104,12 +115,12 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
     possessive repetition (single-class loops run as one instruction that gives back one code
     point per backtrack), alternatives skipped without a frame when the next code point cannot
     start them (SPLIT guard class), atomic groups and lookaround via barrier frames.  Semantics follow
-    Python ``regex.finditer`` / Oniguruma / fancy-regex, including the empty-match rule (after an
-    empty match the next attempt at the same position must be non-empty).
+    Python ``regex.finditer`` / Oniguruma / fancy-regex, including each one's empty-match rule
+    (``EMPTY_*``, from ``params[2]``).
     ``[start, end)`` is the whole subject for anchors and lookbehind.
 
-    ``params`` = (use_memo, step_budget, n_memo_slots).  With use_memo, loop states (pc, pos) that
-    already failed are remembered in a bitset at the front of ``stack`` (valid because the pattern
+    ``params`` = (use_memo, step_budget, program word: memo slots and empty-match rule).  With
+    use_memo, loop states (pc, pos) that already failed are remembered in a bitset at the front of ``stack`` (valid because the pattern
     has no backreferences; states inside lookaround are not memoized), which bounds the work by
     O(n_memo_slots * n) plus lookaround bodies.  Without it the VM is plain backtracking and gives
     up with ERR_BUDGET (-3) when ``step_budget`` is exceeded so the caller can retry with memo.
@@ -119,7 +130,9 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
     """
     use_memo = params[0] != 0
     budget = params[1]
-    n_memo = params[2]
+    n_memo = params[2] & MEMO_SLOTS_MASK
+    next_char_after_empty = (params[2] >> EMPTY_RULE_SHIFT) == EMPTY_NEXT_CHAR
+    last_end = np.int64(-1)
     nlen = end - start + 1
     memo_words = 0
     if use_memo:
@@ -423,21 +436,29 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
                     # barriers / positive-lookaround frames: discard and keep failing
                 if not resumed:
                     break
+        if matched and next_char_after_empty and pos == s and pos == last_end:
+            matched = False  # an empty match where the last one ended is dropped (Oniguruma, Rust)
         if matched:
             if n_out >= max_out:
                 return -1
             out_starts[n_out] = s
             out_ends[n_out] = pos
             n_out += 1
+            last_end = pos
             if use_memo:
                 for sl in range(n_memo):
                     bit = sl * nlen + (pos - start)
                     stack[bit >> 6] &= ~(np.int64(1) << (bit & 63))
-            if pos == s:
-                notempty = True
-            else:
+            if pos != s:
                 notempty = False
                 s = pos
+            elif not next_char_after_empty:
+                notempty = True
+            else:
+                # the next search starts a character on (a non-empty match here is never tried)
+                if s >= end:
+                    break
+                s += utf8_len(buf[s])
         else:
             notempty = False
             if s >= end:
@@ -594,7 +615,7 @@ def find_step_matches(rx, k, buf, start, end, params, m_starts, m_ends, stack):
     """The matches of split ``k`` of a REGEX holding several (its ``steps`` row ``k``, see
     ``tokjit.kernels.structs.make_regex``): :func:`class_run_matches` for a class repeated, the
     recognized pattern's scanner (:mod:`tokjit.kernels.split_known`) where it has one and does not
-    defer, else :func:`find_matches` (sets ``params``' n_memo to that program's)."""
+    defer, else :func:`find_matches` (sets ``params``' program word to that program's)."""
     row = borrow(rx, "steps")[k]
     p0, p1, r0, r1 = row[STEP_PROG], row[STEP_PROG + 1], row[STEP_REP], row[STEP_REP + 1]
     c0, c1, g0, g1 = row[STEP_CLASSES], row[STEP_CLASSES + 1], row[STEP_RANGES], row[STEP_RANGES + 1]
@@ -610,7 +631,7 @@ def find_step_matches(rx, k, buf, start, end, params, m_starts, m_ends, stack):
                         end, m_starts, m_ends, np.int64(0))
         if n != DEFER:
             return n
-    params[2] = row[STEP_N_MEMO]
+    params[2] = row[STEP_VM_WORD]
     return find_matches(buf, start, end, borrow(rx, "prog")[p0:p1], borrow(rx, "rep_info")[r0:r1],
                         borrow(rx, "cls_ascii")[c0:c1], borrow(rx, "cls_mask")[c0:c1], borrow(rx, "cls_neg")[c0:c1],
                         borrow(rx, "cls_roff")[o0:o1], borrow(rx, "cls_ranges")[g0:g1], borrow(rx, "gc"), params,
@@ -766,7 +787,7 @@ def split_in_steps(rx, buf, start, end, params, m_starts, m_ends, stack, tmp_sta
 
     Pieces go to ``out_*`` (returns their number), each step's to ``tmp_*`` first (both: one slot a
     byte); ``m_*`` hold one piece's matches (a slot a byte, plus one); ``params`` as
-    :func:`find_matches` takes them, n_memo set per split. Returns a negative :func:`find_matches`
+    :func:`find_matches` takes them, the program word set per split. Returns a negative :func:`find_matches`
     code when one fails (the caller takes the memoizing path). O(bytes x splits x pattern cost)."""
     steps = borrow(rx, "steps")
     n = 0

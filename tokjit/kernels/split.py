@@ -6,6 +6,7 @@ from numba import njit
 
 SPLIT_REMOVED = 0  # HF's SplitDelimiterBehavior::Removed: the gaps between matches (the matches, inverted)
 SPLIT_ISOLATED = 1  # HF's SplitDelimiterBehavior::Isolated: matches and the gaps between them, each a piece
+SPLIT_CONTIGUOUS = 4  # HF's SplitDelimiterBehavior::Contiguous: runs of matches, and of gaps, each a piece
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -29,6 +30,9 @@ def apply_split_behavior(seg_start, seg_end, m_starts, m_ends, n_matches, behavi
             k += 1
         elif k < n_matches and m_starts[k] == pos:
             k += 1  # empty match: no span
+            if behavior == SPLIT_CONTIGUOUS:
+                # but HF folds it in as a match, which parts the gaps around it
+                prev_match = not invert
             continue
         else:
             s = pos

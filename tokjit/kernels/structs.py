@@ -205,12 +205,12 @@ def make_added_rules(matcher) -> AddedRules:
 
 # columns of a REGEX's ``steps`` row (make_regex; tokjit.kernels.regex_vm.split_in_steps reads them):
 # [start, end) of the split's program in prog, rep_info, the class arrays (cls_ascii, cls_mask, cls_neg),
-# cls_ranges and cls_roff; then its n_memo, behaviour and invert; then how its matches are found without
-# the VM: a pattern that is a run of one class (STEP_RUN..., the form tokjit.regex.class_runs gives;
+# cls_ranges and cls_roff; then its VM word (Program.vm_word), behaviour and invert; then how its matches
+# are found without the VM: a pattern that is a run of one class (STEP_RUN..., the form tokjit.regex.class_runs gives;
 # regex_vm.class_run_matches), or a recognized pattern's scanner (STEP_SHAPE, its flags and digits; the
 # structure's roles)
 STEP_PROG, STEP_REP, STEP_CLASSES, STEP_RANGES, STEP_ROFF = 0, 2, 4, 6, 8
-STEP_N_MEMO, STEP_BEHAVIOR, STEP_INVERT = 10, 11, 12
+STEP_VM_WORD, STEP_BEHAVIOR, STEP_INVERT = 10, 11, 12
 # STEP_RUN .. STEP_RUN + 7: min (0 = no run), max, class, prefix class, to the end, ASCII ranges, and where
 # the class's and the prefix class's BMP bitmaps start in run_bits (-1: none)
 STEP_RUN = 13
@@ -228,7 +228,7 @@ KEPT_ALL, KEPT_NONE = -1, -2  # a class's kept characters (STEP_KEPT): every one
 RegexType, Regex, REGEX = _declare("Regex", [
     ("prog", types.int32[:, ::1]), ("rep_info", types.int32[:, ::1]), ("cls_ascii", types.uint8[:, ::1]),
     ("cls_mask", types.uint64[::1]), ("cls_neg", _U8), ("cls_roff", _I32), ("cls_ranges", _I32),
-    ("gc", _U8), ("n_memo", types.int64), ("behavior", types.int64), ("invert", types.boolean),
+    ("gc", _U8), ("vm_word", types.int64), ("behavior", types.int64), ("invert", types.boolean),
     # a recognized pattern's scanner (tokjit.kernels.split_known): shape (0 = the VM), flags, digits, roles
     ("shape", types.int64), ("shape_flags", types.int64), ("max_digits", types.int64), ("roles", _U8),
     # one row per split of a sequence (tokjit.kernels.regex_vm.split_in_steps), STEP_* columns; the BMP
@@ -250,7 +250,7 @@ def _new_regex(fields):
     s.cls_roff = fields[5]
     s.cls_ranges = fields[6]
     s.gc = fields[7]
-    s.n_memo = fields[8]
+    s.vm_word = fields[8]
     s.behavior = fields[9]
     s.invert = fields[10]
     s.shape = fields[11]
@@ -285,7 +285,7 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
         for j, n in enumerate(sizes):
             steps[k, 2 * j], steps[k, 2 * j + 1] = at[j], at[j] + n
             at[j] += n
-        steps[k, STEP_N_MEMO], steps[k, STEP_BEHAVIOR], steps[k, STEP_INVERT] = q.n_memo, beh, bool(inv)
+        steps[k, STEP_VM_WORD], steps[k, STEP_BEHAVIOR], steps[k, STEP_INVERT] = q.vm_word, beh, bool(inv)
         steps[k, STEP_RUN + 3] = steps[k, STEP_RUN + 6] = steps[k, STEP_RUN + 7] = -1
         steps[k, STEP_JOINED:STEP_KEPT + 2] = (-1, -1, 0, -1, KEPT_NONE, KEPT_NONE)
         if streams is not None:
@@ -317,7 +317,7 @@ def make_regex(program, behavior: int, invert: bool, known=None, more=(), known_
 
     regex = _new_regex((joined("prog", np.int32), joined("rep_info", np.int32), joined("cls_ascii", np.uint8),
                         joined("cls_mask", np.uint64), joined("cls_neg", np.uint8), joined("cls_roff", np.int32),
-                        joined("cls_ranges", np.int32), _arr(program.gc, np.uint8), np.int64(program.n_memo),
+                        joined("cls_ranges", np.int32), _arr(program.gc, np.uint8), np.int64(program.vm_word),
                         np.int64(behavior), bool(invert), np.int64(shape), np.int64(flags), np.int64(max_digits),
                         _arr(roles, np.uint8), steps,
                         _arr(np.concatenate(bitmaps) if bitmaps else np.zeros(1, np.uint64), np.uint64)))

@@ -189,7 +189,7 @@ def translate_pattern(pattern: str) -> tuple[str, bool]:
 
 
 @njit(cache=True, nogil=True)
-def split_pieces_on_view(view, v_of_o, o_of_v, starts, ends, n_pieces, program, step_budget_per_byte, n_memo,
+def split_pieces_on_view(view, v_of_o, o_of_v, starts, ends, n_pieces, program, step_budget_per_byte, vm_word,
                          m_starts, m_ends, stack, out_starts, out_ends):
     """``unicode_regex_split_stl`` for every piece in one call: the regex runs on the view span of each
     piece alone, and matches plus the gaps between them become pieces (in original byte offsets).
@@ -210,7 +210,7 @@ def split_pieces_on_view(view, v_of_o, o_of_v, starts, ends, n_pieces, program, 
         ve = v_of_o[e]
         params[0] = 0
         params[1] = step_budget_per_byte * (ve - vs + 1) + 100_000
-        params[2] = n_memo
+        params[2] = vm_word
         r = find_matches(view, vs, ve, prog, rep_info, cls_ascii, cls_mask, cls_neg, cls_roff, cls_ranges, gc,
                          params, m_starts, m_ends, stack)
         if r < 0:
@@ -447,7 +447,7 @@ class LlamaCppRegexSplit:
             k = split_pieces_on_view(vbuf, v_of_o, o_of_v, starts, ends, np.int64(starts.shape[0]),
                                      (prog.prog, prog.rep_info, prog.cls_ascii, prog.cls_mask, prog.cls_neg,
                                       prog.cls_roff, prog.cls_ranges, prog.gc),
-                                     np.int64(256), np.int64(prog.n_memo), m_s, m_e, np.empty(4096, np.int64), os_, oe)
+                                     np.int64(256), np.int64(prog.vm_word), m_s, m_e, np.empty(4096, np.int64), os_, oe)
             if k >= 0:
                 return os_[:k], oe[:k]
         out_s, out_e = [], []

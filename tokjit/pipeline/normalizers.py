@@ -43,10 +43,11 @@ def map_chars(buf: np.ndarray, align: np.ndarray | None, fn: Callable[[str], str
     return np.frombuffer(b"".join(out), np.uint8), np.asarray(out_align, np.int64)
 
 
-def map_whole(buf: np.ndarray, align: np.ndarray | None, fn: Callable[[str], str]):
+def map_whole(buf: np.ndarray, align: np.ndarray | None, fn: Callable[[str], str], form: str | None = None):
     """Apply a whole-string transform (unicode normal forms). Unchanged text keeps its alignment;
     otherwise, when the characters transformed one by one give the same text, each output byte is
-    aligned to the character it came from, and else all of them to the start."""
+    aligned to the character it came from; else, for a Unicode normal ``form``, to the start of its
+    chunk (:func:`_normalize_in_chunks`), and else all of them to the start."""
     text = buf.tobytes().decode("utf-8")
     new = fn(text)
     if new == text:
@@ -68,8 +69,49 @@ def map_whole(buf: np.ndarray, align: np.ndarray | None, fn: Callable[[str], str
         if np.array_equal(padded[which][used[which]], out):
             out_align[:-1] = np.repeat(base[char_starts(buf)], lengths)
             return out, out_align
+    if form is not None:
+        chunked = _normalize_in_chunks(buf, base, text, new, form, distinct, which)
+        if chunked is not None:
+            return out, chunked
     out_align[:-1] = base[0]
     return out, out_align
+
+
+def _normalize_in_chunks(buf, base, text: str, new: str, form: str, distinct, which):
+    """``new``'s alignment when the characters of ``text`` do not normalize one by one (composition,
+    reordering): the text is cut before every character that is a boundary for ``form`` (combining
+    class 0 and in the form on its own: nothing before it can compose with it or move past it), the
+    chunks that are not one such character are normalized alone, and each output byte aligns to its
+    chunk's start (HF aligns a composed character to the characters it was made of, so a piece starts
+    where its chunk does). None when the chunks do not give ``new``. O(characters), Python work per
+    changed chunk only (and the form's quick-check table, built once a process, ~0.3 s)."""
+    from tokjit.kernels.normal_form import quick_check_table
+    inert = (quick_check_table(form)[distinct] == 0)[which]  # quick check Yes, combining class 0
+    n = inert.shape[0]
+    bounds = np.flatnonzero(inert)
+    if not bounds.shape[0] or bounds[0] != 0:
+        bounds = np.concatenate(([0], bounds))
+    bounds = np.append(bounds, n)
+    lengths = np.diff(bounds)
+    changed = np.flatnonzero((lengths > 1) | ~inert[bounds[:-1]])
+    starts = char_starts(buf)
+    byte_at = np.append(starts, buf.shape[0])  # character index -> byte offset
+    out_parts, align_parts = [], []
+    done = 0  # characters copied or normalized so far
+    for k in changed.tolist():
+        a, b = int(bounds[k]), int(bounds[k + 1])
+        if a > done:
+            out_parts.append(buf[byte_at[done]:byte_at[a]])
+            align_parts.append(base[byte_at[done]:byte_at[a]])
+        chunk = unicodedata.normalize(form, buf[byte_at[a]:byte_at[b]].tobytes().decode("utf-8")).encode("utf-8")
+        out_parts.append(np.frombuffer(chunk, np.uint8))
+        align_parts.append(np.full(len(chunk), base[byte_at[a]], np.int64))
+        done = b
+    out_parts.append(buf[byte_at[done]:])
+    align_parts.append(base[byte_at[done]:buf.shape[0]])
+    if b"".join(part.tobytes() for part in out_parts) != new.encode("utf-8"):
+        return None
+    return np.concatenate(align_parts + [base[-1:]]).astype(np.int64)
 
 
 class Lowercase:
@@ -85,7 +127,7 @@ class UnicodeForm:
         self.form = config["type"]
 
     def __call__(self, buf, align):
-        return map_whole(buf, align, lambda s: unicodedata.normalize(self.form, s))
+        return map_whole(buf, align, lambda s: unicodedata.normalize(self.form, s), self.form)
 
 
 class Replace:

@@ -87,7 +87,7 @@ class CompiledRegex:
                 budget = (64 + 16 * prog.prog.shape[0]) * (n + 1) + 10_000_000
             else:
                 budget = self._step_budget_per_byte * (n + 1) + 100_000
-            params = np.array([use_memo, budget, prog.n_memo], np.int64)
+            params = np.array([use_memo, budget, prog.vm_word], np.int64)
             r = find_matches(arr, start, end, prog.prog, prog.rep_info, prog.cls_ascii,
                              prog.cls_mask, prog.cls_neg, prog.cls_roff, prog.cls_ranges, self._gc,
                              params, starts, ends, stack)

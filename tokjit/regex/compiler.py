@@ -520,6 +520,9 @@ class _Parser:
             s = ctx.word_of(self.syntax)
             return ("set", s if c == "w" else ~s)
         if c in "pP":
+            if self.syntax == "onig" and self.peek() != "{":
+                # Ruby's syntax knows \p only with braces: Oniguruma (HF) reads \pL as "p" then "L"
+                return ("cp", ord(c))
             neg = c == "P"
             if self.peek() == "{":
                 k = self.p.find("}", self.i)
@@ -704,6 +707,14 @@ class Program:
         self.cls_ranges = cls_ranges
         self.gc = gc
         self.n_memo = n_memo
+
+    @property
+    def vm_word(self) -> int:
+        """``params[2]`` of :func:`~tokjit.kernels.regex_vm.find_matches` for this program: its memo
+        slots and how its reference engine goes on after an empty match (``EMPTY_*`` there)."""
+        from tokjit.kernels.regex_vm import EMPTY_NEXT_CHAR, EMPTY_RETRY, EMPTY_RULE_SHIFT
+        rule = EMPTY_RETRY if self.syntax == "python" else EMPTY_NEXT_CHAR
+        return self.n_memo | (rule << EMPTY_RULE_SHIFT)
 
     def dump(self) -> str:
         names = ["CLASS", "REP", "SPLIT", "JMP", "MATCH", "ATOMIC_START", "ATOMIC_END",
