@@ -123,7 +123,8 @@ def find_matches(buf, start, end, prog, rep_info, cls_ascii, cls_mask, cls_neg, 
     use_memo, loop states (pc, pos) that already failed are remembered in a bitset at the front of
     ``stack`` (valid because the pattern has no backreferences; states inside lookaround are not
     memoized), which bounds the work by O(n_memo_slots * n) plus lookaround bodies.  Without it the
-    VM is plain backtracking and gives up with ERR_BUDGET (-3) when ``step_budget`` is exceeded so the caller can retry with memo.
+    VM is plain backtracking and gives up with ERR_BUDGET (-3) when ``step_budget`` is exceeded so
+    the caller can retry with memo.
 
     Returns the number of matches written to ``out_starts``/``out_ends`` (byte offsets), or
     -1 (output arrays too small) / -2 (stack too small) / -3 (step budget exceeded).
