@@ -226,6 +226,27 @@ def test_metaspace_first_after_a_normal_form_that_composes(tmp_path, splitter):
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+def test_charsmap_removing_the_first_characters_aligns_as_hf(tmp_path):
+    """HF's Precompiled normalizer loses the removal of a text's first characters (it notes a removal
+    on the change before it), so later characters align that many characters early: offsets read so,
+    and Metaspace "first" prefixes the piece that starts the text."""
+    doc = json.loads(shared_path("data", "hf", "t5", "tokenizer.json").read_text(encoding="utf-8"))
+    doc["padding"] = doc["truncation"] = None
+    texts = ["\x1b3 ab", "\x1b\x1b3 ab cd", "x\x1b3 ab", "\x1b\u00e9 ab", "\x1b", "\x1b\u65e5\u672c x",
+             "\x1b\u200b3 x", "\x1b ab", "\x1fa", "\x00abc def", "\x1b3.4"]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ours = tokjit.load(path)
+    for text in texts:
+        enc = ref.encode(text, add_special_tokens=False)
+        assert ours.encode_with_offsets(text) == (enc.ids, enc.offsets), text
+    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}
+    for splitter in ({"type": "Digits", "individual_digits": True}, {"type": "Punctuation", "behavior": "Isolated"}):
+        compare(tmp_path, dict(doc, pre_tokenizer=seq(splitter, metaspace)), texts + ["\x1b.a", "\x1b\x1b1 2"])
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
 def test_added_token_ids_are_the_ones_hf_gives(base_doc, tmp_path):
     """HF gives an added token the model's id when the vocabulary holds its string, and a new one the
     vocabulary's size plus the new ones before it, whatever id the file says (a hand-edited file)."""

@@ -26,7 +26,7 @@ import numpy as np
 
 from tokjit.errors import ModelFileError
 from tokjit.kernels import charsmap as kernel
-from tokjit.pipeline.normalizers import identity_align
+from tokjit.pipeline.normalizers import char_starts, identity_align
 
 _GRAPHEME_TABLE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "grapheme_break.npz")
 
@@ -163,7 +163,21 @@ class PrecompiledCharsmap:
             modified = modified or more
         if not modified:
             return buf, align
-        return out[:o], _compose(src[:o], align, n)
+        src = src[:o]
+        end = n
+        if o and src[0] > 0:
+            src, end = _hf_lost_leading_removal(buf, src)
+        return out[:o], _compose(src, align, n, end)
+
+
+def _hf_lost_leading_removal(buf: np.ndarray, src: np.ndarray):
+    """``(src, end)`` as HF aligns a text whose first characters the charsmap removed: HF notes a
+    removal on the change before it, and at the start there is none, so every later character aligns
+    that many characters early (its offsets read so too; "\x1b3" gives "3" the offsets (0, 1)) and
+    the text's end falls as many characters before its own."""
+    starts = np.append(char_starts(buf), buf.shape[0])
+    lost = int(np.searchsorted(starts, src[0]))
+    return starts[np.searchsorted(starts, src) - lost], int(starts[starts.shape[0] - 1 - lost])
 
 
 def _grow(out, src, used, cap):
@@ -174,10 +188,10 @@ def _grow(out, src, used, cap):
     return new_out, new_src
 
 
-def _compose(src: np.ndarray, align: np.ndarray | None, n: int) -> np.ndarray:
+def _compose(src: np.ndarray, align: np.ndarray | None, n: int, end: int | None = None) -> np.ndarray:
     positions = np.empty(src.shape[0] + 1, np.int64)
     positions[:-1] = src
-    positions[-1] = n
+    positions[-1] = n if end is None else end
     return positions if align is None else identity_align(np.empty(n, np.uint8), align)[positions]
 
 
