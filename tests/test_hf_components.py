@@ -69,13 +69,13 @@ def texts():
     return corpus_lines(step=100)
 
 
-def compare(tmp_path, doc, texts):
+def compare(tmp_path, doc, texts, num_threads=None):
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     ref = tokenizers.Tokenizer.from_file(str(path))
     ours = tokjit.load(path)
     expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
-    got = ours.encode_batch(texts, parse_special=True)
+    got = ours.encode_batch(texts, parse_special=True, num_threads=num_threads)
     bad = [(t, a, b) for t, a, b in zip(texts, got, expected) if a != b]
     assert not bad, f"{len(bad)} of {len(texts)} differ; first: {bad[0][0][:80]!r} {bad[0][1][:12]} vs {bad[0][2][:12]}"
 
@@ -230,7 +230,7 @@ def test_metaspace_first_after_a_normal_form_that_composes(tmp_path, splitter):
              "\u1100\u1161.3\u1100\u1161", "x\u0323\u0307.y", "5\u0041\u030a6"]
     for form in ("NFC", "NFKC"):
         compare(tmp_path, dict(doc, normalizer={"type": form}, pre_tokenizer=seq(splitter, metaspace)),
-                texts + corpus_lines(step=400))
+                texts + corpus_lines(step=400), num_threads=1)
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
@@ -251,7 +251,8 @@ def test_charsmap_removing_the_first_characters_aligns_as_hf(tmp_path):
         assert ours.encode_with_offsets(text) == (enc.ids, enc.offsets), text
     metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}
     for splitter in ({"type": "Digits", "individual_digits": True}, {"type": "Punctuation", "behavior": "Isolated"}):
-        compare(tmp_path, dict(doc, pre_tokenizer=seq(splitter, metaspace)), texts + ["\x1b.a", "\x1b\x1b1 2"])
+        compare(tmp_path, dict(doc, pre_tokenizer=seq(splitter, metaspace)), texts + ["\x1b.a", "\x1b\x1b1 2"],
+                num_threads=1)
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
