@@ -206,9 +206,9 @@ def make_added_rules(matcher) -> AddedRules:
 # columns of a REGEX's ``steps`` row (make_regex; tokjit.kernels.regex_vm.split_in_steps reads them):
 # [start, end) of the split's program in prog, rep_info, the class arrays (cls_ascii, cls_mask, cls_neg),
 # cls_ranges and cls_roff; then its VM word (Program.vm_word), behaviour and invert; then how its matches
-# are found without the VM: a pattern that is a run of one class (STEP_RUN..., the form tokjit.regex.class_runs gives;
-# regex_vm.class_run_matches), or a recognized pattern's scanner (STEP_SHAPE, its flags and digits; the
-# structure's roles)
+# are found without the VM: a pattern that is a run of one class (STEP_RUN..., the form
+# tokjit.regex.class_runs gives; regex_vm.class_run_matches), or a recognized pattern's scanner
+# (STEP_SHAPE, its flags and digits; the structure's roles)
 STEP_PROG, STEP_REP, STEP_CLASSES, STEP_RANGES, STEP_ROFF = 0, 2, 4, 6, 8
 STEP_VM_WORD, STEP_BEHAVIOR, STEP_INVERT = 10, 11, 12
 # STEP_RUN .. STEP_RUN + 7: min (0 = no run), max, class, prefix class, to the end, ASCII ranges, and where

@@ -70,15 +70,15 @@ def map_whole(buf: np.ndarray, align: np.ndarray | None, fn: Callable[[str], str
             out_align[:-1] = np.repeat(base[char_starts(buf)], lengths)
             return out, out_align
     if form is not None:
-        chunked = _normalize_in_chunks(buf, base, text, new, form, distinct, which)
+        chunked = _normalize_in_chunks(buf, base, new, form, distinct, which)
         if chunked is not None:
             return out, chunked
     out_align[:-1] = base[0]
     return out, out_align
 
 
-def _normalize_in_chunks(buf, base, text: str, new: str, form: str, distinct, which):
-    """``new``'s alignment when the characters of ``text`` do not normalize one by one (composition,
+def _normalize_in_chunks(buf, base, new: str, form: str, distinct, which):
+    """``new``'s alignment when the characters of ``buf`` do not normalize one by one (composition,
     reordering): the text is cut before every character that is a boundary for ``form`` (combining
     class 0 and in the form on its own: nothing before it can compose with it or move past it), the
     chunks that are not one such character are normalized alone, and each output byte aligns to its

@@ -60,9 +60,9 @@ class UnsupportedPatternError(ValueError):
 
 # the instruction set is the VM's (tokjit.kernels.regex_vm); the compiler emits it
 from tokjit.kernels.regex_vm import (  # noqa: E402
-    A_END_OR_FINAL_NL, A_LINE_END, A_LINE_START, A_NOT_WORD_B, A_TEXT_END, A_TEXT_START, A_WORD_B, MODE_GREEDY,
-    MODE_LAZY, MODE_POSSESSIVE, OP_ASSERT, OP_ATOMIC_END, OP_ATOMIC_START, OP_CLASS, OP_JMP, OP_LOOK_END,
-    OP_LOOK_START, OP_MATCH, OP_REP, OP_SPLIT)
+    A_END_OR_FINAL_NL, A_LINE_END, A_LINE_START, A_NOT_WORD_B, A_TEXT_END, A_TEXT_START, A_WORD_B,
+    EMPTY_NEXT_CHAR, EMPTY_RETRY, EMPTY_RULE_SHIFT, MODE_GREEDY, MODE_LAZY, MODE_POSSESSIVE, OP_ASSERT,
+    OP_ATOMIC_END, OP_ATOMIC_START, OP_CLASS, OP_JMP, OP_LOOK_END, OP_LOOK_START, OP_MATCH, OP_REP, OP_SPLIT)
 
 SYNTAXES = ("python", "onig", "rust")
 MAX_PROGRAM = 20000
@@ -712,7 +712,6 @@ class Program:
     def vm_word(self) -> int:
         """``params[2]`` of :func:`~tokjit.kernels.regex_vm.find_matches` for this program: its memo
         slots and how its reference engine goes on after an empty match (``EMPTY_*`` there)."""
-        from tokjit.kernels.regex_vm import EMPTY_NEXT_CHAR, EMPTY_RETRY, EMPTY_RULE_SHIFT
         rule = EMPTY_RETRY if self.syntax == "python" else EMPTY_NEXT_CHAR
         return self.n_memo | (rule << EMPTY_RULE_SHIFT)
 
