@@ -21,8 +21,9 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
+from numba.core.pythonapi import NativeValue
 from numba.experimental import structref
-from numba.extending import intrinsic
+from numba.extending import box, intrinsic, unbox
 
 _I64 = types.int64[::1]
 _I32 = types.int32[::1]
@@ -124,9 +125,47 @@ def _declare(name: str, fields: list[tuple[str, types.Type]], module: str = __na
     structref.register(type_class)
     proxy = type(name, (structref.StructRefProxy,),
                  {"__module__": module, "__doc__": f"Boxed {name} (opaque from Python)."})
-    structref.define_boxing(type_class, proxy)
+    _define_boxing(type_class, proxy)
     structref.define_attributes(type_class)
     return type_class, proxy, type_class(fields)
+
+
+_MEMINFO_POINTER = types.MemInfoPointer(types.voidptr)
+
+
+def _define_boxing(type_class, proxy) -> None:
+    """numba's StructRef boxing, except that a kernel compiled with ``_nrt=False`` gives back the
+    reference its argument took. Unboxing a structure always acquires its meminfo, and numba's call
+    wrapper releases it only in a counting kernel: every call of an uncounted entry kernel with a
+    structure left one reference behind, and the structure with every array it holds (a thread's
+    session and buffers, tens of MB) outlived its tokenizer."""
+    make_proxy = proxy._numba_box_
+
+    @box(type_class)
+    def box_struct(typ, val, c):
+        meminfo = cgutils.create_struct_proxy(typ)(c.context, c.builder, value=val).meminfo
+        boxed_meminfo = c.box(_MEMINFO_POINTER, meminfo)
+        make = c.pyapi.unserialize(c.pyapi.serialize_object(make_proxy))
+        typ_object = c.pyapi.unserialize(c.pyapi.serialize_object(typ))
+        result = c.pyapi.call_function_objargs(make, [typ_object, boxed_meminfo])
+        for obj in (make, typ_object, boxed_meminfo):
+            c.pyapi.decref(obj)
+        return result
+
+    @unbox(type_class)
+    def unbox_struct(typ, obj, c):
+        meminfo_object = c.pyapi.object_getattr_string(obj, "_meminfo")
+        meminfo = c.unbox(_MEMINFO_POINTER, meminfo_object).value  # acquired
+        c.pyapi.decref(meminfo_object)
+        struct = cgutils.create_struct_proxy(typ)(c.context, c.builder)
+        struct.meminfo = meminfo
+        cleanup = None
+        if not c.context.enable_nrt:
+            def cleanup():
+                release = cgutils.get_or_insert_function(
+                    c.builder.module, ir.FunctionType(ir.VoidType(), [_I8P]), "NRT_MemInfo_release")
+                c.builder.call(release, [c.builder.bitcast(meminfo, _I8P)])
+        return NativeValue(struct._getvalue(), cleanup=cleanup)
 
 
 # -------------------------------------------------------------------------------------------------
