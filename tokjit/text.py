@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tokjit.errors import TextTypeError
@@ -31,3 +33,9 @@ def bytes_to_unicode() -> dict[int, str]:
             chars.append(256 + n)
             n += 1
     return dict(zip(printable, map(chr, chars)))
+
+
+@functools.lru_cache(maxsize=None)
+def byte_level_values() -> dict[str, int]:
+    """The inverse of :func:`bytes_to_unicode`: printable character -> the byte it stands for."""
+    return {ch: b for b, ch in bytes_to_unicode().items()}

@@ -18,10 +18,10 @@ import numpy as np
 
 from tokjit.errors import ModelFileError, UnsupportedComponentError
 from tokjit.spec import AddedToken, TokenizerSpec, TokenType
-from tokjit.text import bytes_to_unicode
+from tokjit.text import byte_level_values, bytes_to_unicode
 
 
-BYTE_DECODER = {c: b for b, c in bytes_to_unicode().items()}
+BYTE_DECODER = byte_level_values()
 # characters below U+0100 that are not in the table must take the slow path (their UTF-8 differs)
 _TO_LATIN1 = str.maketrans({**{chr(c): "\U0010FFFF" for c in range(256)},
                             **{c: chr(b) for c, b in BYTE_DECODER.items()}})

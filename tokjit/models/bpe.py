@@ -19,6 +19,7 @@ from tokjit.kernels import bpe as bpe_kernel
 from tokjit.kernels import piece_cache
 from tokjit.kernels import structs
 from tokjit.spec import TokenizerSpec, TokenType
+from tokjit.text import byte_level_values
 
 
 
@@ -324,7 +325,7 @@ def _affixed_symbols(spec: TokenizerSpec, prefix: str, suffix: str, byte_level: 
     strings = spec.source.get("token_strings") if prefix or suffix else None
     if strings:
         mask = model_mask(spec)
-        byte_of = _byte_level_values() if byte_level else None
+        byte_of = byte_level_values() if byte_level else None
         variants = [(v, prefix if v & 1 else "", suffix if v & 2 else "") for v in (1, 2, 3)
                     if (not v & 1 or prefix) and (not v & 2 or suffix)]
         for tid, s in enumerate(strings):
@@ -345,11 +346,6 @@ def _affixed_symbols(spec: TokenizerSpec, prefix: str, suffix: str, byte_level: 
     keys_arr, ids_arr = keys_arr[order], ids_arr[order]
     first = np.concatenate(([True], keys_arr[1:] != keys_arr[:-1]))
     return keys_arr[first], ids_arr[first]
-
-
-def _byte_level_values() -> dict[str, int]:
-    from tokjit.text import bytes_to_unicode
-    return {ch: b for b, ch in bytes_to_unicode().items()}
 
 
 def _produced_tokens(tokens, produced: np.ndarray) -> list[bytes]:
