@@ -37,6 +37,8 @@ PRE_TOKENIZERS = {
     "split-string-contiguous-inverted": seq({"type": "Split", "pattern": {"String": "a"},
                                              "behavior": "Contiguous", "invert": True}, BYTE_LEVEL),
     "gpt2-byte-level": dict(BYTE_LEVEL_REGEX, add_prefix_space=True),
+    "unicode-scripts": seq({"type": "UnicodeScripts"}, BYTE_LEVEL),
+    "unicode-scripts-then-regex": seq({"type": "UnicodeScripts"}, BYTE_LEVEL_REGEX),
     "deepseek-style-sequence": seq(
         {"type": "Split", "pattern": {"Regex": r"\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
         {"type": "Split", "pattern": {"Regex": r"[一-龥\u3040-ゟ゠-ヿ]+"}, "behavior": "Isolated", "invert": False},
@@ -283,3 +285,56 @@ def test_no_decoder_joins_tokens_with_spaces_like_hf(tmp_path, name):
         ids = ref.encode(text).ids
         for skip in (False, True):
             assert ours.decode(ids, skip_special_tokens=skip) == ref.decode(ids, skip_special_tokens=skip), text
+
+
+# every script change and what HF's table leaves without a script: spaces, marks (Inherited), digits
+# and punctuation (Common), kana with Han, U+30FC, characters assigned after Unicode 9.0 (U+1F970)
+SCRIPT_TEXTS = ["  leading spaces", "   ", "Hello世界 ひらがなカタカナー!", "x1y", "a\u0301b", "αβγ abc Жук",
+                "日本語ーです。", "smile \U0001F970 ok", "\u0627\u0644\u0639 123 abc", "tab\tand\nnew line"]
+
+
+def test_unicode_scripts_splits_every_code_point_as_hf():
+    """The pre-tokenizer alone against HF's on every code point (beside letters of another script,
+    a space, a digit and Han, which each script either joins or leaves) and on random mixes."""
+    import random
+
+    from tokjit.pipeline.pre_tokenizers import Pieces, UnicodeScripts
+    from tokjit.text import text_to_utf8
+
+    ref, ours = tokenizers.pre_tokenizers.UnicodeScripts(), UnicodeScripts({})
+
+    def pieces(text):
+        buf = text_to_utf8(text)
+        got = ours(Pieces.whole(buf))
+        return [buf[s:e].tobytes().decode() for s, e in zip(got.starts.tolist(), got.ends.tolist())]
+
+    code_points = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    texts = [sep.join(map(chr, code_points[i:i + 4000])) for sep in ("", "a", " ", "\u65e5", "1")
+             for i in range(0, len(code_points), 4000)]
+    rng = random.Random(3)
+    alphabet = [" ", "a", "B", "1", "\u3042", "\u30a2", "\u30fc", "\u65e5", "\u0301", "\u03b1", "\u0416", ".",
+                "\U0001F970", "\n", "\t", "\u00a0", "\u0627"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10))) for _ in range(5000)]
+    bad = [t for t in texts + SCRIPT_TEXTS if pieces(t) != [p for p, _ in ref.pre_tokenize_str(t)]]
+    assert not bad, f"{len(bad)} texts split differently; first: {bad[0][:40]!r}"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("name", ["bert-minilm", "t5", "gemma3", "llama3"])
+def test_unicode_scripts_before_each_family_matches_hf(tmp_path, name):
+    """UnicodeScripts first in the pre-tokenizer of a WordPiece, Unigram, SentencePiece-style BPE and
+    byte-level BPE tokenizer: ids and offsets as HF's."""
+    doc = json.loads(shared_path("data", "hf", name, "tokenizer.json").read_text(encoding="utf-8"))
+    rest = [doc["pre_tokenizer"]] if doc.get("pre_tokenizer") else []
+    doc["pre_tokenizer"] = seq({"type": "UnicodeScripts"}, *rest)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.no_padding()
+    ref.no_truncation()
+    ours = tokjit.load(path)
+    texts = SCRIPT_TEXTS + corpus_lines(step=300)
+    expected = ref.encode_batch(texts, add_special_tokens=False)
+    assert ours.encode_batch(texts, parse_special=True) == [e.ids for e in expected]
+    for text, e in zip(texts[:60], expected):
+        assert ours.encode_with_offsets(text, parse_special=True)[1] == e.offsets, text

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from numba import njit
 
+from tokjit.kernels.utf8 import decode_at, utf8_len
+
 SPLIT_REMOVED = 0  # HF's SplitDelimiterBehavior::Removed: the gaps between matches (the matches, inverted)
 SPLIT_ISOLATED = 1  # HF's SplitDelimiterBehavior::Isolated: matches and the gaps between them, each a piece
 SPLIT_CONTIGUOUS = 4  # HF's SplitDelimiterBehavior::Contiguous: runs of matches, and of gaps, each a piece
@@ -142,3 +144,39 @@ def metaspace_pieces(buf, align, starts, ends, n_pieces, rep, prepend, split,
         out_ends[k] = m
         k += 1
     return m, k
+
+
+SCRIPT_ANY = 0  # HF's Script::Any: joins whatever is around it, and opens no piece
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def script_pieces(buf, starts, ends, n_pieces, script_of, out_starts, out_ends):
+    """HF's UnicodeScripts pre-tokenizer over pieces ``buf[starts[i]:ends[i]]``: a piece is cut before
+    every character whose script (``script_of[code point]``, HF's adjusted table) differs from the
+    last script seen in it that was not :data:`SCRIPT_ANY`; the characters of script Any before the
+    first other one are dropped, as HF's split drops them (a piece of only spaces gives nothing).
+    Writes the new pieces at ``out_*`` (room for one per character) and returns their number.
+    O(bytes)."""
+    n_out = 0
+    n_scripts = script_of.shape[0]
+    for i in range(n_pieces):
+        p, end = starts[i], ends[i]
+        last = SCRIPT_ANY
+        while p < end:
+            length = utf8_len(buf[p])
+            script = SCRIPT_ANY
+            if p + length <= end:
+                cp, length = decode_at(buf, p)
+                if cp < n_scripts:
+                    script = script_of[cp]
+            else:
+                length = end - p
+            if script != SCRIPT_ANY and script != last:
+                if last != SCRIPT_ANY:
+                    out_ends[n_out - 1] = p
+                out_starts[n_out] = p
+                out_ends[n_out] = end
+                n_out += 1
+                last = script
+            p += length
+    return n_out

@@ -7,6 +7,8 @@ dicts by :func:`build_pre_tokenizer`; each one maps a ``Pieces`` to a new ``Piec
 
 from __future__ import annotations
 
+import functools
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -15,7 +17,7 @@ import numpy as np
 
 from tokjit.pipeline.registry import build_pre_tokenizer
 from tokjit.errors import UnsupportedComponentError
-from tokjit.kernels.split import apply_split_behavior, metaspace_pieces
+from tokjit.kernels.split import SCRIPT_ANY, apply_split_behavior, metaspace_pieces, script_pieces
 from tokjit.text import bytes_to_unicode
 
 
@@ -374,3 +376,44 @@ class CharDelimiterSplit(RegexSplitStep):
         self.behavior, self.invert = BEHAVIORS["Removed"], False
 
 
+
+
+# --------------------------------------------------------------------------------------------------
+# UnicodeScripts
+# --------------------------------------------------------------------------------------------------
+
+_SCRIPTS_DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "unicode_scripts.npz")
+
+
+@functools.lru_cache(maxsize=1)
+def unicode_scripts_table() -> np.ndarray:
+    """Script index of every code point as HF's UnicodeScripts pre-tokenizer compares them: its
+    Unicode 9.0 table (``data/unicode_scripts.npz``, ``scripts/gen_unicode_scripts.py``) with its
+    adjustments, those of SentencePiece's piece validity check: Hiragana, Katakana and U+30FC (the
+    prolonged sound mark, Common) count as Han, and the space as Any."""
+    with np.load(_SCRIPTS_DATA) as data:
+        starts, scripts, names = data["starts"], data["scripts"], data["names"].tolist()
+    lengths = np.diff(np.append(starts.astype(np.int64), 0x110000))
+    table = np.repeat(scripts, lengths)
+    han = names.index("Han")
+    table[np.isin(table, [names.index("Hiragana"), names.index("Katakana")])] = han
+    table[0x30FC] = han
+    table[0x20] = SCRIPT_ANY
+    return table
+
+
+class UnicodeScripts:
+    """HF ``UnicodeScripts``: each piece cut where the script changes (:func:`~tokjit.kernels.split.
+    script_pieces`); characters of no script in HF's table (spaces, code points assigned after
+    Unicode 9.0) stay with the piece they are in."""
+
+    def __init__(self, config: dict):
+        self.script_of = unicode_scripts_table()
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        n = pieces.starts.shape[0]
+        cap = int((pieces.ends - pieces.starts).sum()) + 1
+        out_s = np.empty(cap, np.int64)
+        out_e = np.empty(cap, np.int64)
+        k = script_pieces(pieces.buf, pieces.starts, pieces.ends, np.int64(n), self.script_of, out_s, out_e)
+        return pieces.derive(pieces.buf, out_s[:k], out_e[:k], pieces.align)

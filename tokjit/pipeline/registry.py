@@ -74,6 +74,7 @@ PRE_TOKENIZERS = Registry("pre-tokenizer", {
     "Digits": f"{_PIPELINE}.pre_tokenizers:Digits",
     "Punctuation": f"{_PIPELINE}.pre_tokenizers:Punctuation",
     "CharDelimiterSplit": f"{_PIPELINE}.pre_tokenizers:CharDelimiterSplit",
+    "UnicodeScripts": f"{_PIPELINE}.pre_tokenizers:UnicodeScripts",
     "BertPreTokenizer": f"{_MODELS}.wordpiece:BertPreTokenizer",
     "WhitespaceSplit": f"{_MODELS}.wordpiece:WhitespaceSplit",
     "Whitespace": f"{_MODELS}.wordpiece:Whitespace",
