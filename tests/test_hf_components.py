@@ -338,3 +338,58 @@ def test_unicode_scripts_before_each_family_matches_hf(tmp_path, name):
     assert ours.encode_batch(texts, parse_special=True) == [e.ids for e in expected]
     for text, e in zip(texts[:60], expected):
         assert ours.encode_with_offsets(text, parse_special=True)[1] == e.offsets, text
+
+
+BYTE_LEVEL_NORMALIZED = {
+    "alone": ({"type": "ByteLevel"}, None),
+    "after-nfc-then-split": ({"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "ByteLevel"}]},
+                             {"type": "Split", "pattern": {"Regex": r"\s+|\d"}, "behavior": "Isolated", "invert": False}),
+    "then-string-split": ({"type": "ByteLevel"}, {"type": "Split", "pattern": {"String": "\u0120"},
+                                                   "behavior": "MergedWithNext", "invert": False}),
+    "then-digits": ({"type": "ByteLevel"}, {"type": "Digits", "individual_digits": True}),
+}
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("name", sorted(BYTE_LEVEL_NORMALIZED))
+def test_byte_level_normalizer_matches_hf(base_doc, texts, tmp_path, name):
+    """A ByteLevel normalizer: the pre-tokenizer's steps see the mapped characters (a space is
+    U+0120, not whitespace); ids, offsets and decodes as HF's."""
+    normalizer, pre = BYTE_LEVEL_NORMALIZED[name]
+    doc = dict(base_doc, normalizer=normalizer, pre_tokenizer=pre)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ours = tokjit.load(path)
+    sample = texts[::3] + ["<|endoftext|> hi", "  a  b\n\n", "h\u00e9llo \u65e5\u672c 12", "\t\x00x", ""]
+    expected = ref.encode_batch(sample, add_special_tokens=False)
+    assert ours.encode_batch(sample, parse_special=True) == [e.ids for e in expected]
+    for text, e in zip(sample[::5] + sample[-5:], expected[::5] + expected[-5:]):
+        assert ours.encode_with_offsets(text, parse_special=True)[1] == e.offsets, text
+        for skip in (False, True):
+            assert ours.decode(e.ids, skip_special_tokens=skip) == ref.decode(e.ids, skip_special_tokens=skip), text
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("change", ["before-another-normalizer", "with-byte-level-pre-tokenizer",
+                                    "normalized-added-token-with-space", "unigram-model"])
+def test_byte_level_normalizer_beyond_support_is_refused(base_doc, tmp_path, change):
+    """Where a ByteLevel normalizer is not the mapping tokjit's byte-level BPE runs, loading raises
+    UnsupportedComponentError (HF loads each of these files)."""
+    doc = dict(base_doc, normalizer={"type": "ByteLevel"})
+    if change == "before-another-normalizer":
+        doc["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "ByteLevel"}, {"type": "Lowercase"}]}
+    elif change == "normalized-added-token-with-space":
+        doc["added_tokens"] = doc["added_tokens"] + [{"id": 100300, "content": "my token", "single_word": False,
+                                                      "lstrip": False, "rstrip": False, "normalized": True,
+                                                      "special": False}]
+    elif change == "unigram-model":
+        doc = json.loads(shared_path("data", "hf", "t5", "tokenizer.json").read_text(encoding="utf-8"))
+        doc["normalizer"] = {"type": "ByteLevel"}
+    if change != "with-byte-level-pre-tokenizer":
+        doc["pre_tokenizer"] = None
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    tokenizers.Tokenizer.from_file(str(path))  # HF loads it
+    with pytest.raises(tokjit.errors.UnsupportedComponentError):
+        tokjit.load(path)

@@ -207,6 +207,8 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
     if not isinstance(kind, str):
         raise ModelFileError(f"model type must be a string, got {kind!r}", path=path, where="model.type")
     check_component_tree(doc, path)
+    if kind == "BPE":
+        doc = byte_level_normalizer_as_pre_tokenizer(doc)
     if kind not in HF_MODEL_LOADERS:
         raise UnsupportedComponentError(f"tokenizer.json model type {kind!r} is not supported "
                                         f"(known: {sorted(HF_MODEL_LOADERS)})")
@@ -218,6 +220,35 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
         raise ModelFileError(f"malformed {kind} model ({type(exc).__name__}: {exc})", path=path,
                              where="model") from None
     return _finish(doc, parts, path)
+
+
+def byte_level_normalizer_as_pre_tokenizer(doc: dict) -> dict:
+    """``doc`` with a ByteLevel normalizer (alone, or last of a Sequence) moved to the front of the
+    pre-tokenizer as a ByteLevel step that only maps bytes: HF gives the same ids and offsets for both
+    (the pre-tokenizer's steps see the mapped characters either way), and tokjit's byte-level BPE
+    runs the second (vocabulary as bytes). Unchanged when there is no ByteLevel normalizer; refused
+    where the two differ or tokjit cannot follow: a ByteLevel normalizer before another normalizer,
+    a ByteLevel pre-tokenizer too (HF maps the text twice), or an added token matched on the
+    normalized text whose content the mapping changes (HF looks for its mapped form)."""
+    steps = _components(doc.get("normalizer"), "normalizers")
+    at = [i for i, c in enumerate(steps) if c.get("type") == "ByteLevel"]
+    if not at:
+        return doc
+    if at != [len(steps) - 1]:
+        raise UnsupportedComponentError("a ByteLevel normalizer before another normalizer is not supported")
+    if any(c.get("type") == "ByteLevel" for c in _components(doc.get("pre_tokenizer"), "pretokenizers")):
+        raise UnsupportedComponentError("a ByteLevel normalizer with a ByteLevel pre-tokenizer (the text mapped "
+                                        "twice) is not supported")
+    for t in doc.get("added_tokens") or []:
+        if t.get("normalized", not t.get("special", False)) and not all("!" <= ch <= "~" for ch in t["content"]):
+            raise UnsupportedComponentError(f"added token {t['content']!r} is matched on the byte-level "
+                                            "normalized text; tokjit supports that for printable ASCII only")
+    rest = steps[:-1]
+    normalizer = None if not rest else rest[0] if len(rest) == 1 else {"type": "Sequence", "normalizers": rest}
+    maps = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    pre = doc.get("pre_tokenizer")
+    return dict(doc, normalizer=normalizer,
+                pre_tokenizer={"type": "Sequence", "pretokenizers": [maps] + ([pre] if pre else [])})
 
 
 # Sequence children per stage, and component fields HF deserializes as strings: a file with
