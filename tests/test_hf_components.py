@@ -38,6 +38,9 @@ PRE_TOKENIZERS = {
                                              "behavior": "Contiguous", "invert": True}, BYTE_LEVEL),
     "gpt2-byte-level": dict(BYTE_LEVEL_REGEX, add_prefix_space=True),
     "unicode-scripts": seq({"type": "UnicodeScripts"}, BYTE_LEVEL),
+    "fixed-length": seq({"type": "FixedLength", "length": 3}, BYTE_LEVEL),
+    "split-then-fixed-length": seq({"type": "Split", "pattern": {"Regex": r"\s+"}, "behavior": "Removed",
+                                    "invert": False}, {"type": "FixedLength", "length": 4}, BYTE_LEVEL),
     "unicode-scripts-then-regex": seq({"type": "UnicodeScripts"}, BYTE_LEVEL_REGEX),
     "deepseek-style-sequence": seq(
         {"type": "Split", "pattern": {"Regex": r"\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
@@ -57,6 +60,8 @@ NORMALIZERS = {
     "replace-regex": {"type": "Replace", "pattern": {"Regex": r"\s+"}, "content": " "},
     "replace-string": {"type": "Replace", "pattern": {"String": "the"}, "content": "THE"},
     "prepend": {"type": "Prepend", "prepend": "> "},
+    "nmt": {"type": "Nmt"},
+    "nmt-nfkc": {"type": "Sequence", "normalizers": [{"type": "Nmt"}, {"type": "NFKC"}]},
 }
 
 
@@ -392,4 +397,35 @@ def test_byte_level_normalizer_beyond_support_is_refused(base_doc, tmp_path, cha
     path.write_text(json.dumps(doc), encoding="utf-8")
     tokenizers.Tokenizer.from_file(str(path))  # HF loads it
     with pytest.raises(tokjit.errors.UnsupportedComponentError):
+        tokjit.load(path)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("config", [{"pad_token": "<pad>", "word_delimiter_token": "|", "cleanup": True},
+                                    {"pad_token": "[PAD]", "word_delimiter_token": "|", "cleanup": True},
+                                    {"pad_token": "[PAD]", "word_delimiter_token": "the", "cleanup": False}])
+def test_ctc_decoder_matches_hf(tmp_path, config):
+    """HF's CTC decoder on bert-minilm's vocabulary: random id runs with repeats, pads and delimiters."""
+    import random
+
+    doc = json.loads(shared_path("data", "hf", "bert-minilm", "tokenizer.json").read_text(encoding="utf-8"))
+    doc["decoder"] = dict(config, type="CTC")
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ours = tokjit.load(path)
+    rng = random.Random(7)
+    common = [ref.token_to_id(t) for t in ("[PAD]", "|", "the", ".", "'", "s", "a", "##s", "don", "n", "?")]
+    assert None not in common
+    for _ in range(400):
+        ids = []
+        for _ in range(rng.randint(0, 12)):
+            ids += [rng.choice(common) if rng.random() < 0.6 else rng.randrange(ref.get_vocab_size())] * rng.randint(1, 3)
+        for skip in (False, True):
+            assert ours.decode(ids, skip_special_tokens=skip) == ref.decode(ids, skip_special_tokens=skip), ids
+    del doc["decoder"]["cleanup"]  # HF has no default for it and refuses the file
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(Exception):
+        tokenizers.Tokenizer.from_file(str(path))
+    with pytest.raises(tokjit.errors.ModelFileError):
         tokjit.load(path)

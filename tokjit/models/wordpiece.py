@@ -256,6 +256,30 @@ def cleanup(text: str) -> str:
             .replace(" 's", "'s").replace(" 've", "'ve").replace(" 're", "'re"))
 
 
+class CTCDecoder:
+    """HF ``decoders.CTC`` (speech models' outputs): repeats of a token collapse to one, the pad
+    token is removed from every token and, with ``cleanup``, the tokenization spaces are cleaned up
+    and the word delimiter becomes a space (HF replaces it only then); empty tokens are dropped."""
+
+    def __init__(self, config: dict):
+        for key, kind in (("pad_token", str), ("word_delimiter_token", str), ("cleanup", bool)):
+            if not isinstance(config.get(key), kind):  # HF has no defaults for them and refuses the file
+                raise ModelFileError(f"CTC decoder needs '{key}' ({kind.__name__})", where=f"decoder.{key}")
+        self.pad, self.delimiter, self.cleanup = config["pad_token"], config["word_delimiter_token"], config["cleanup"]
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        out = []
+        for i, token in enumerate(tokens):
+            if i and token == tokens[i - 1]:
+                continue
+            token = token.replace(self.pad, "") if self.pad else token
+            if self.cleanup:
+                token = cleanup(token).replace(self.delimiter, " ") if self.delimiter else cleanup(token)
+            if token:
+                out.append(token)
+        return out
+
+
 class WordPieceDecoder:
     """HF ``decoders.WordPiece``: a token after the first loses its ``prefix`` (one occurrence, at
     the start) or gains a leading space; with ``cleanup`` every resulting token is cleaned up."""

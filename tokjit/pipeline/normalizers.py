@@ -285,6 +285,24 @@ def without_identity(normalizer):
 
 
 
+# HF ``Nmt`` (SentencePiece's nmt_nfkc without the NFKC): ASCII and C1 controls other than the
+# whitespace ones are removed, and the rest of what counts as a space becomes U+0020
+_NMT = str.maketrans({**{chr(c): None for c in [*range(0x01, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F, 0x8F, 0x9F]},
+                      **{chr(c): " " for c in [0x09, 0x0A, 0x0C, 0x0D, 0x1680, *range(0x200B, 0x2010), 0x2028,
+                                                0x2029, 0x2581, 0xFEFF, 0xFFFD]}})
+
+
+class Nmt:
+    def __init__(self, config: dict):
+        pass
+
+    def __call__(self, buf, align):
+        text = buf.tobytes().decode("utf-8")
+        if text.translate(_NMT) == text:
+            return buf, align
+        return map_chars(buf, align, lambda ch: ch.translate(_NMT))
+
+
 class StripAccents:
     """HF ``StripAccents``: drop combining marks (Mn, Mc, Me, as the unicode-normalization crate's
     ``is_combining_mark``); meaningful after an NFD/NFKD step."""

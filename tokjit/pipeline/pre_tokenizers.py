@@ -417,3 +417,26 @@ class UnicodeScripts:
         out_e = np.empty(cap, np.int64)
         k = script_pieces(pieces.buf, pieces.starts, pieces.ends, np.int64(n), self.script_of, out_s, out_e)
         return pieces.derive(pieces.buf, out_s[:k], out_e[:k], pieces.align)
+
+
+class FixedLength:
+    """HF ``FixedLength``: each piece cut into pieces of ``length`` characters (the last shorter)."""
+
+    def __init__(self, config: dict):
+        length = config.get("length", 5)
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise UnsupportedComponentError(f"FixedLength length {length!r}")
+        self.length = length
+
+    def __call__(self, pieces: Pieces) -> Pieces:
+        starts, ends = [], []
+        is_start = (pieces.buf & 0xC0) != 0x80
+        for s, e in zip(pieces.starts.tolist(), pieces.ends.tolist()):
+            chars = np.flatnonzero(is_start[s:e]) + s
+            cuts = chars[::self.length]
+            starts.append(cuts)
+            ends.append(np.append(cuts[1:], e))
+        if not starts:
+            return pieces
+        return pieces.derive(pieces.buf, np.concatenate(starts).astype(np.int64),
+                             np.concatenate(ends).astype(np.int64), pieces.align)

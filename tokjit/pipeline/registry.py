@@ -64,6 +64,7 @@ NORMALIZERS = Registry("normalizer", {
     "Precompiled": f"{_PIPELINE}.charsmap:Precompiled",
     "SentencePieceNormalizer": f"{_PIPELINE}.sentencepiece_normalizer:SentencePieceNormalizer",
     "BertNormalizer": f"{_MODELS}.wordpiece:BertNormalizer",
+    "Nmt": f"{_PIPELINE}.normalizers:Nmt",
 })
 
 PRE_TOKENIZERS = Registry("pre-tokenizer", {
@@ -75,6 +76,7 @@ PRE_TOKENIZERS = Registry("pre-tokenizer", {
     "Punctuation": f"{_PIPELINE}.pre_tokenizers:Punctuation",
     "CharDelimiterSplit": f"{_PIPELINE}.pre_tokenizers:CharDelimiterSplit",
     "UnicodeScripts": f"{_PIPELINE}.pre_tokenizers:UnicodeScripts",
+    "FixedLength": f"{_PIPELINE}.pre_tokenizers:FixedLength",
     "BertPreTokenizer": f"{_MODELS}.wordpiece:BertPreTokenizer",
     "WhitespaceSplit": f"{_MODELS}.wordpiece:WhitespaceSplit",
     "Whitespace": f"{_MODELS}.wordpiece:Whitespace",
@@ -110,6 +112,7 @@ DECODERS = Registry("decoder", {
     "BPEDecoder": f"{_PIPELINE}.decoders:BPEDecoder",
     "SentencePieceDecoder": f"{_PIPELINE}.decoders:SentencePieceDecoder",
     "WordPiece": f"{_MODELS}.wordpiece:WordPieceDecoder",
+    "CTC": f"{_MODELS}.wordpiece:CTCDecoder",
 })
 
 STAGES = {"normalizer": NORMALIZERS, "pre_tokenizer": PRE_TOKENIZERS, "model": MODELS,
