@@ -114,6 +114,7 @@ HF_MODEL_LOADERS: dict[str, str] = {
     "BPE": "tokjit.load.hf_json:_bpe",
     "Unigram": "tokjit.load.hf_unigram:_unigram",
     "WordPiece": "tokjit.load.hf_wordpiece:_wordpiece",
+    "WordLevel": "tokjit.load.hf_wordlevel:_wordlevel",
 }
 
 

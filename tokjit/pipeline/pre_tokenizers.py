@@ -159,6 +159,11 @@ class Split(RegexSplitStep):
             # "syntax" is tokjit's own key: loaders of non-HF formats name their reference engine
             self.splitter = RegexSplitter(pattern["Regex"], syntax=config.get("syntax", "onig"))
             self.find = self.splitter.find
+        elif "String" in pattern and pattern["String"] == "":
+            # HF runs a String pattern as the escaped regex, and the empty regex matches between
+            # every two characters: each character becomes a piece under Isolated
+            self.splitter = RegexSplitter("", syntax=config.get("syntax", "onig"))
+            self.find = self.splitter.find
         elif "String" in pattern:
             self.splitter = None
             self.literal = pattern["String"]

@@ -90,6 +90,7 @@ MODELS = Registry("model", {
     "BPE": f"{_MODELS}.bpe:BPEModel",
     "Unigram": f"{_MODELS}.unigram:UnigramModel",
     "WordPiece": f"{_MODELS}.wordpiece:WordPieceModel",
+    "WordLevel": f"{_MODELS}.wordlevel:WordLevelModel",
     "LlamaCppRwkv": f"{_PIPELINE}.llamacpp:LlamaCppRwkv",
 })
 
