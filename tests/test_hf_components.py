@@ -433,3 +433,31 @@ def test_ctc_decoder_matches_hf(tmp_path, config):
         tokenizers.Tokenizer.from_file(str(path))
     with pytest.raises(tokjit.errors.ModelFileError):
         tokjit.load(path)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("kind", ["Unigram", "WordPiece", "WordLevel"])
+def test_byte_level_alphabet_outside_bpe_is_refused(tmp_path, kind):
+    """A non-BPE model trained behind a ByteLevel pre-tokenizer (its vocabulary spelled in GPT-2's
+    byte alphabet): refused with UnsupportedComponentError; tokjit gave other ids than HF's."""
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    model, trainer = {
+        "Unigram": (models.Unigram(), trainers.UnigramTrainer(vocab_size=600, unk_token="<unk>", show_progress=False,
+                                                              special_tokens=["<unk>"], initial_alphabet=alphabet)),
+        "WordPiece": (models.WordPiece(unk_token="[UNK]"),
+                      trainers.WordPieceTrainer(vocab_size=600, show_progress=False, special_tokens=["[UNK]"],
+                                                initial_alphabet=alphabet)),
+        "WordLevel": (models.WordLevel(unk_token="[UNK]"),
+                      trainers.WordLevelTrainer(vocab_size=600, show_progress=False, special_tokens=["[UNK]"])),
+    }[kind]
+    ref = tokenizers.Tokenizer(model)
+    ref.pre_tokenizer = pre_tokenizers.ByteLevel()
+    ref.decoder = decoders.ByteLevel()
+    ref.train_from_iterator(corpus_lines(step=50), trainer)
+    path = tmp_path / "tokenizer.json"
+    ref.save(str(path))
+    assert tokenizers.Tokenizer.from_file(str(path)).encode("Hello there").ids  # HF loads and encodes it
+    with pytest.raises(tokjit.errors.UnsupportedComponentError):
+        tokjit.load(path)

@@ -210,6 +210,9 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
     check_component_tree(doc, path)
     if kind == "BPE":
         doc = byte_level_normalizer_as_pre_tokenizer(doc)
+    elif is_byte_level(doc):
+        # the vocabulary is spelled in GPT-2's byte alphabet, which only the BPE model reads as bytes
+        raise UnsupportedComponentError(f"a {kind} model with a ByteLevel pre-tokenizer or decoder is not supported")
     if kind not in HF_MODEL_LOADERS:
         raise UnsupportedComponentError(f"tokenizer.json model type {kind!r} is not supported "
                                         f"(known: {sorted(HF_MODEL_LOADERS)})")
