@@ -437,9 +437,11 @@ def test_ctc_decoder_matches_hf(tmp_path, config):
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
 @pytest.mark.parametrize("kind", ["Unigram", "WordPiece", "WordLevel"])
-def test_byte_level_alphabet_outside_bpe_is_refused(tmp_path, kind):
+def test_byte_level_alphabet_outside_bpe(tmp_path, kind):
     """A non-BPE model trained behind a ByteLevel pre-tokenizer (its vocabulary spelled in GPT-2's
-    byte alphabet): refused with UnsupportedComponentError; tokjit gave other ids than HF's."""
+    byte alphabet): WordPiece and WordLevel give HF's ids, offsets and decodes (the vocabulary read
+    as bytes, a word's length in bytes); Unigram is refused with UnsupportedComponentError, as is a
+    ByteLevel decoder without the pre-tokenizer (before, each gave other ids than HF's)."""
     from tokenizers import decoders, models, pre_tokenizers, trainers
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
@@ -459,5 +461,20 @@ def test_byte_level_alphabet_outside_bpe_is_refused(tmp_path, kind):
     path = tmp_path / "tokenizer.json"
     ref.save(str(path))
     assert tokenizers.Tokenizer.from_file(str(path)).encode("Hello there").ids  # HF loads and encodes it
+    if kind == "Unigram":
+        with pytest.raises(tokjit.errors.UnsupportedComponentError):
+            tokjit.load(path)
+        return
+    ours = tokjit.load(path)
+    texts = corpus_lines(step=101) + ["", " ", "h\u00e9llo \u65e5\u672c", "\u2500" * 40 + " x", "\U0001F642 ok"]
+    expected = ref.encode_batch(texts, add_special_tokens=False)
+    assert ours.encode_batch(texts, parse_special=True) == [e.ids for e in expected]
+    for text, e in zip(texts[::9] + texts[-5:], expected[::9] + expected[-5:]):
+        assert ours.encode_with_offsets(text, parse_special=True)[1] == e.offsets, text
+        assert ours.decode(e.ids) == ref.decode(e.ids, skip_special_tokens=False), text
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["pre_tokenizer"] = {"type": "Whitespace"}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    tokenizers.Tokenizer.from_file(str(path))
     with pytest.raises(tokjit.errors.UnsupportedComponentError):
         tokjit.load(path)

@@ -327,7 +327,7 @@ def trie_walk(buf, start, end, edges):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def wordpiece_encode(buf, starts, ends, n_pieces, edges, word_row, word_node, word_node_token,
-                     cont_row, cont_node, unk_id, max_chars, out_ids, out_starts, out_ends):
+                     cont_row, cont_node, unk_id, max_chars, char_mask, out_ids, out_starts, out_ends):
     """Greedy longest-match-first WordPiece over each piece (a word).
 
     From each position the trie is walked as far as the text allows, remembering the last node
@@ -338,7 +338,9 @@ def wordpiece_encode(buf, starts, ends, n_pieces, edges, word_row, word_node, wo
     than ``max_chars`` characters or with a position where nothing matches becomes ``unk_id``
     (HF ``WordPiece.tokenize``). llama.cpp's WPM variant: ``word_node`` = node of its phantom
     prefix, ``cont_node`` = root, ``word_node_token`` = id of the prefix alone (it may be a word's
-    first token; -1 for HF, where a match is never empty), ``max_chars`` unlimited.
+    first token; -1 for HF, where a match is never empty), ``max_chars`` unlimited. ``char_mask``: a
+    byte ``b`` starts a character when ``b & char_mask != 0x80``: 0xC0 for UTF-8 text, 0 when every
+    byte is one (a vocabulary in GPT-2's byte alphabet, where HF counts the mapped characters).
 
     O(total bytes * longest token). Returns the number of tokens written, or -1 when an unknown
     token is needed and ``unk_id`` < 0. ``out_*`` need one slot per byte plus one per piece.
@@ -352,7 +354,7 @@ def wordpiece_encode(buf, starts, ends, n_pieces, edges, word_row, word_node, wo
         n_word = n
         chars = 0
         for i in range(s, e):
-            if (buf[i] & 0xC0) != 0x80:
+            if (buf[i] & char_mask) != 0x80:
                 chars += 1
         bad = chars > max_chars or word_node < 0
         pos = s

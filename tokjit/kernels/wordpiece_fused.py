@@ -269,7 +269,7 @@ def encode_docs_wordpiece(session, buf, doc_starts, doc_ends, first_doc, last_do
                                     continue
                             n_ids = wordpiece_encode(norm_buf, piece_starts[p:p + 1], piece_ends[p:p + 1], 1,
                                                      edges, word_row, word_node, word_node_token, cont_row,
-                                                     cont_node, unk_id, max_chars, out_ids[n_out:],
+                                                     cont_node, unk_id, max_chars, 0xC0, out_ids[n_out:],
                                                      tok_starts, tok_ends)
                             if n_ids < 0:
                                 io[1] = STATUS_STAGED

@@ -208,11 +208,19 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
     if not isinstance(kind, str):
         raise ModelFileError(f"model type must be a string, got {kind!r}", path=path, where="model.type")
     check_component_tree(doc, path)
-    if kind == "BPE":
+    if kind in BYTE_LEVEL_MODELS:
         doc = byte_level_normalizer_as_pre_tokenizer(doc)
-    elif is_byte_level(doc):
-        # the vocabulary is spelled in GPT-2's byte alphabet, which only the BPE model reads as bytes
-        raise UnsupportedComponentError(f"a {kind} model with a ByteLevel pre-tokenizer or decoder is not supported")
+    byte_level = is_byte_level(doc)
+    if byte_level and kind != "BPE":
+        # the vocabulary is spelled in GPT-2's byte alphabet: read as bytes, it needs a model whose
+        # steps do not care where a character ends (Unigram's lattice and unknown pieces are per
+        # character), and the text as bytes too, which a ByteLevel pre-tokenizer makes it
+        if kind not in BYTE_LEVEL_MODELS:
+            raise UnsupportedComponentError(f"a {kind} model with a ByteLevel pre-tokenizer or decoder (a "
+                                            "vocabulary in GPT-2's byte alphabet) is not supported")
+        if not any(c.get("type") == "ByteLevel" for c in _components(doc.get("pre_tokenizer"), "pretokenizers")):
+            raise UnsupportedComponentError(f"a {kind} model with a ByteLevel decoder but no ByteLevel "
+                                            "pre-tokenizer is not supported")
     if kind not in HF_MODEL_LOADERS:
         raise UnsupportedComponentError(f"tokenizer.json model type {kind!r} is not supported "
                                         f"(known: {sorted(HF_MODEL_LOADERS)})")
@@ -223,7 +231,15 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
             raise
         raise ModelFileError(f"malformed {kind} model ({type(exc).__name__}: {exc})", path=path,
                              where="model") from None
+    if byte_level and kind != "BPE":
+        parts["to_bytes"] = unmap_byte_level
+        parts["model"]["byte_level"] = True
     return _finish(doc, parts, path)
+
+
+# models whose vocabulary may be spelled in GPT-2's byte alphabet: tokjit reads it as bytes, and their
+# kernels step through the text byte by byte wherever HF steps through the mapped characters
+BYTE_LEVEL_MODELS = frozenset({"BPE", "WordPiece", "WordLevel"})
 
 
 def byte_level_normalizer_as_pre_tokenizer(doc: dict) -> dict:

@@ -227,6 +227,8 @@ class WordPieceModel:
                                  where="model.unk_id")
         self.unk_id = np.int64(-1 if unk is None else int(unk))
         self.unk_token = opts.get("unk_token")
+        # a byte-level vocabulary: HF's word length counts the mapped characters, one per byte
+        self.char_mask = np.int64(0 if opts.get("byte_level") else 0xC0)
 
     def encode_pieces(self, buf, starts, ends, ws=None):
         cap = int(buf.shape[0]) + int(starts.shape[0]) + 1
@@ -236,7 +238,7 @@ class WordPieceModel:
         t = self.trie
         n = K.wordpiece_encode(buf, starts, ends, np.int64(starts.shape[0]), t.edges, self.word_row, self.word_node,
                                self.word_node_token, self.cont_row, self.cont_node, self.unk_id, self.max_chars,
-                               out_ids, out_s, out_e)
+                               self.char_mask, out_ids, out_s, out_e)
         if n < 0:
             # HF raises too (WordPiece error MissingUnkToken)
             raise InputError(f"text needs the unknown token {self.unk_token!r}, which is not in the vocabulary")
