@@ -5,16 +5,23 @@ from __future__ import annotations
 from tokjit.errors import ModelFileError
 
 
-def _wordpiece(doc: dict, model: dict, path) -> dict:
+def id_strings(model: dict, kind: str, path) -> dict[int, str]:
+    """id -> string of a ``{"string": id}`` vocabulary (WordPiece, WordLevel), checked."""
     vocab = model["vocab"]
     if not isinstance(vocab, dict):
-        raise ModelFileError("WordPiece vocab must be an object", path=path, where="model.vocab")
+        raise ModelFileError(f"{kind} vocab must be an object", path=path, where="model.vocab")
     strings = {}
     for s, i in vocab.items():
         if not isinstance(s, str) or isinstance(i, bool) or not isinstance(i, int):
             raise ModelFileError(f"vocab entry {s!r}: {i!r} is not string -> integer id", path=path,
                                  where="model.vocab")
         strings[i] = s
+    return strings
+
+
+def _wordpiece(doc: dict, model: dict, path) -> dict:
+    strings = id_strings(model, "WordPiece", path)
+    vocab = model["vocab"]
     unk = model.get("unk_token", "[UNK]")
     unk_id = vocab.get(unk) if unk is not None else None
     max_chars = model.get("max_input_chars_per_word", 100)
