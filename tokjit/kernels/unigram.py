@@ -237,7 +237,7 @@ def _char_len(b0):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id, unk_score,
-             best_score, best_start, best_id, start_score):
+             best_score, best_start, best_id, start_score, byte_chars):
     """Best path over ``buf[s:e]``; fills ``best_*[k]`` for byte offsets k = 0..e-s (relative), the
     path scores starting from ``start_score`` (the score of the path that reached ``s``; 0 for a
     whole text).
@@ -245,7 +245,9 @@ def _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id, unk_score,
     Returns ``(margin, largest |score|)``, tracked only with ``ARITH_CERT``: sentencepiece's float32
     candidate scores summed exactly in float64, and the smallest gap between a candidate and the best
     it was compared with (0 for a tie). Large gaps mean float32 rounding cannot change any decision,
-    whatever score the path arrived with (see ``unigram_fused``'s word cache)."""
+    whatever score the path arrived with (see ``unigram_fused``'s word cache). With ``byte_chars``
+    every byte is a character (a vocabulary in GPT-2's byte alphabet read as bytes: HF's characters
+    are the mapped ones, one per byte)."""
     size = e - s
     for k in range(size + 1):
         best_start[k] = -1
@@ -269,7 +271,7 @@ def _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id, unk_score,
                     best_score[i] = np.float64(np.float32(best_score[i]) - offset)
             here = 0.0
         here32 = np.float32(here)
-        mblen = _char_len(buf[s + pos])
+        mblen = 1 if byte_chars else _char_len(buf[s + pos])
         if mblen > size - pos:
             mblen = size - pos
         has_single = False
@@ -411,7 +413,8 @@ def unigram_encode(buf, starts, ends, n_pieces, model, model_scalars, out_ids, o
     """Encode each piece ``buf[starts[i]:ends[i]]`` by Viterbi; append ids and byte spans to ``out_*``.
 
     ``model`` = (da, scores, id_flags, byte_ids), ``model_scalars`` = (arith, unk_id, unk_score,
-    byte_fallback), ``lattice`` = (best_score, best_start, best_id, path_start, path_end).
+    byte_fallback, byte_chars: see :func:`_viterbi`), ``lattice`` = (best_score, best_start, best_id,
+    path_start, path_end).
 
     Unknown characters become one ``unk_id`` node each; afterwards runs of them are merged into one
     token (sentencepiece ``PopulateSentencePieceText`` / HF ``fuse_unk``), or with ``byte_fallback``
@@ -422,7 +425,7 @@ def unigram_encode(buf, starts, ends, n_pieces, model, model_scalars, out_ids, o
     model has no unk id. O(bytes * longest match).
     """
     da, scores, id_flags, byte_ids = model
-    arith, unk_id, unk_score, byte_fallback = model_scalars
+    arith, unk_id, unk_score, byte_fallback, byte_chars = model_scalars
     best_score, best_start, best_id, path_start, path_end = lattice
     n_out = 0
     for p in range(n_pieces):
@@ -433,10 +436,10 @@ def unigram_encode(buf, starts, ends, n_pieces, model, model_scalars, out_ids, o
         if unk_id < 0:
             # the reference fails only when the unknown node is actually needed; find out first
             _viterbi(buf, s, e, da, scores, id_flags, arith, np.int64(-2),
-                     unk_score, best_score, best_start, best_id, 0.0)
+                     unk_score, best_score, best_start, best_id, 0.0, byte_chars)
         else:
             _viterbi(buf, s, e, da, scores, id_flags, arith, unk_id,
-                     unk_score, best_score, best_start, best_id, 0.0)
+                     unk_score, best_score, best_start, best_id, 0.0, byte_chars)
         n_out, _ = emit_path(buf, s, e, best_start, best_id, da, byte_ids, arith, unk_id, byte_fallback,
                              out_ids, out_starts, out_ends, n_out, path_start, path_end)
         if n_out < 0:

@@ -396,7 +396,7 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
             # arithmetic from 0 gives the path and its certificate at once; when the certificate holds
             # for this h, that path is the float32 Viterbi's and the word is cached with it
             margin, largest = _viterbi(buf, p, q, da, scores, id_flags, ARITH_CERT, unk_id, unk_score,
-                                       best_score, best_start, best_id, 0.0)
+                                       best_score, best_start, best_id, 0.0, False)
             chars = 0
             for k in range(p, q):
                 if (buf[k] & 0xC0) != 0x80:
@@ -433,7 +433,8 @@ def _words_spm_core(buf, n, vocab, vocab_scalars, lattice, words, out_ids, n_out
             # not certain for this h: remember the certificate without ids (a later, smaller h may
             # meet it and fill them in; a tie, margin 0, never does), so the exact pass runs once
             _word_reserve(buf, p, q, word_hash, slot, -1, 0, chars, margin, largest, words)
-        _viterbi(buf, p, q, da, scores, id_flags, ARITH_SPM, unk_id, unk_score, best_score, best_start, best_id, h)
+        _viterbi(buf, p, q, da, scores, id_flags, ARITH_SPM, unk_id, unk_score, best_score, best_start, best_id, h,
+                 False)
         h_end = best_score[size]
         got, n_path = emit_path(buf, p, q, best_start, best_id, da, byte_ids, ARITH_SPM, unk_id, byte_fallback,
                                 out_ids[n_out:], tok_starts, tok_ends, 0, path_start, path_end)
@@ -665,8 +666,9 @@ def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_
                         one_start[0] = 0
                         one_end[0] = n
                         got = unigram_encode(norm_buf, one_start, one_end, 1, (da, scores, id_flags, byte_ids),
-                                             (arith, unk_id, unk_score, byte_fallback), out_ids[n_out:], tok_starts,
-                                             tok_ends, (best_score, best_start, best_id, path_start, path_end))
+                                             (arith, unk_id, unk_score, byte_fallback, False), out_ids[n_out:],
+                                             tok_starts, tok_ends,
+                                             (best_score, best_start, best_id, path_start, path_end))
                         if got == MISSING_UNK:
                             io[1] = STATUS_MISSING_UNK
                             return d
@@ -856,8 +858,8 @@ def encode_docs_unigram_hf(session, buf, doc_starts, doc_ends, first_doc, last_d
                                 continue
                         got = unigram_encode(text, piece_starts[q:q + 1], piece_ends[q:q + 1], 1,
                                              (da, scores, id_flags, byte_ids),
-                                             (arith, unk_id, unk_score, byte_fallback), out_ids[n_out:], tok_starts,
-                                             tok_ends,
+                                             (arith, unk_id, unk_score, byte_fallback, False), out_ids[n_out:],
+                                             tok_starts, tok_ends,
                                              (best_score, best_start, best_id, path_start, path_end))
                         if got == MISSING_UNK:
                             io[1] = STATUS_MISSING_UNK

@@ -232,6 +232,13 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
         raise ModelFileError(f"malformed {kind} model ({type(exc).__name__}: {exc})", path=path,
                              where="model") from None
     if byte_level and kind != "BPE":
+        alphabet = BYTE_DECODER.keys()
+        outside = next((t for t in parts["strings"].values() if not alphabet >= set(t)), None)
+        if outside is not None:
+            # HF maps the text into the byte alphabet, where such an entry can never match, while
+            # read as bytes it would: refused rather than guessed
+            raise UnsupportedComponentError(f"a {kind} model behind a ByteLevel step whose vocabulary is not in "
+                                            f"GPT-2's byte alphabet ({outside!r}) is not supported")
         parts["to_bytes"] = unmap_byte_level
         parts["model"]["byte_level"] = True
     return _finish(doc, parts, path)
@@ -239,7 +246,7 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
 
 # models whose vocabulary may be spelled in GPT-2's byte alphabet: tokjit reads it as bytes, and their
 # kernels step through the text byte by byte wherever HF steps through the mapped characters
-BYTE_LEVEL_MODELS = frozenset({"BPE", "WordPiece", "WordLevel"})
+BYTE_LEVEL_MODELS = frozenset({"BPE", "WordPiece", "WordLevel", "Unigram"})
 
 
 def byte_level_normalizer_as_pre_tokenizer(doc: dict) -> dict:

@@ -92,6 +92,11 @@ class UnigramModel:
             raise ModelFileError(f"unk_id {unk} is outside the vocabulary of {n}", path=path, where="unk_id")
         self.unk_id = np.int64(-1 if unk is None else int(unk))
         self.byte_fallback = bool(opts.get("byte_fallback", False))
+        self.byte_chars = bool(opts.get("byte_level", False))  # see kernels.unigram._viterbi
+        if self.byte_chars and self.byte_fallback:
+            # HF spells an unknown mapped character's UTF-8 as <0xXX> pieces, not the byte it stands for
+            raise UnsupportedComponentError("a Unigram model with byte_fallback and a vocabulary in GPT-2's byte "
+                                            "alphabet is not supported")
         types = np.asarray(spec.token_types)
         self.id_flags = np.zeros(max(n, 1), np.uint8)
         index: dict[bytes, int] = {}
@@ -145,7 +150,8 @@ class UnigramModel:
         t = self.trie
         n = kernel.unigram_encode(
             buf, starts, ends, np.int64(starts.shape[0]), (t.da, self.scores, self.id_flags, self.byte_ids),
-            (self.arith, self.unk_id, self.unk_score, self.byte_fallback), out_ids, out_starts, out_ends,
+            (self.arith, self.unk_id, self.unk_score, self.byte_fallback, self.byte_chars), out_ids, out_starts,
+            out_ends,
             (ws.rank.view(np.float64), ws.start, ws.id, ws.prev, ws.next))
         if n == kernel.MISSING_UNK:
             raise InputError("the text contains a character this Unigram model has no piece for, and the "
