@@ -110,6 +110,16 @@ def _wordpiece_json() -> dict:
                       "max_input_chars_per_word": 100, "vocab": vocab}}
 
 
+def _wordlevel_json() -> dict:
+    """WordLevel behind UnicodeScripts, Whitespace and FixedLength: the word lookup and script kernels."""
+    words = ["[UNK]", "hello", "world", ",", "!", "héllo", "123", "東京", "xxx", "<|end|>", "</s>"]
+    return {"version": "1.0", "added_tokens": [_added(0, "[UNK]")], "normalizer": {"type": "Nmt"},
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "UnicodeScripts"}, {"type": "Whitespace"}, {"type": "FixedLength", "length": 3}]},
+            "post_processor": None, "decoder": None,
+            "model": {"type": "WordLevel", "vocab": {w: i for i, w in enumerate(words)}, "unk_token": "[UNK]"}}
+
+
 # ------------------------------------------------------------------------------ SentencePiece .model
 
 def _varint(n: int) -> bytes:
@@ -152,6 +162,7 @@ FAMILIES = {
     "Unigram (tokenizer.json)": lambda: json.dumps(_unigram_json()).encode(),
     "Unigram (.model)": lambda: _sentencepiece_model(1),
     "WordPiece": lambda: json.dumps(_wordpiece_json()).encode(),
+    "WordLevel": lambda: json.dumps(_wordlevel_json()).encode(),
 }
 
 SAMPLE = ["hello world, hello!", "", "  héllo\tworld 123 東京 <|end|></s> [SEP]", "x" * 300]
