@@ -208,19 +208,13 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
     if not isinstance(kind, str):
         raise ModelFileError(f"model type must be a string, got {kind!r}", path=path, where="model.type")
     check_component_tree(doc, path)
-    if kind in BYTE_LEVEL_MODELS:
-        doc = byte_level_normalizer_as_pre_tokenizer(doc)
+    doc = byte_level_normalizer_as_pre_tokenizer(doc)
     byte_level = is_byte_level(doc)
-    if byte_level and kind != "BPE":
-        # the vocabulary is spelled in GPT-2's byte alphabet: read as bytes, it needs a model whose
-        # steps do not care where a character ends (Unigram's lattice and unknown pieces are per
-        # character), and the text as bytes too, which a ByteLevel pre-tokenizer makes it
-        if kind not in BYTE_LEVEL_MODELS:
-            raise UnsupportedComponentError(f"a {kind} model with a ByteLevel pre-tokenizer or decoder (a "
-                                            "vocabulary in GPT-2's byte alphabet) is not supported")
-        if not any(c.get("type") == "ByteLevel" for c in _components(doc.get("pre_tokenizer"), "pretokenizers")):
-            raise UnsupportedComponentError(f"a {kind} model with a ByteLevel decoder but no ByteLevel "
-                                            "pre-tokenizer is not supported")
+    if byte_level and kind != "BPE" and not any(
+            c.get("type") == "ByteLevel" for c in _components(doc.get("pre_tokenizer"), "pretokenizers")):
+        # a vocabulary in GPT-2's byte alphabet is read as bytes, which needs the text as bytes too
+        raise UnsupportedComponentError(f"a {kind} model with a ByteLevel decoder but no ByteLevel pre-tokenizer "
+                                        "is not supported")
     if kind not in HF_MODEL_LOADERS:
         raise UnsupportedComponentError(f"tokenizer.json model type {kind!r} is not supported "
                                         f"(known: {sorted(HF_MODEL_LOADERS)})")
@@ -232,6 +226,8 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
         raise ModelFileError(f"malformed {kind} model ({type(exc).__name__}: {exc})", path=path,
                              where="model") from None
     if byte_level and kind != "BPE":
+        # as for BPE, the vocabulary is read as bytes; the model steps through them where HF steps
+        # through the mapped characters (models.wordpiece char_mask, models.unigram byte_chars)
         alphabet = BYTE_DECODER.keys()
         outside = next((t for t in parts["strings"].values() if not alphabet >= set(t)), None)
         if outside is not None:
@@ -244,16 +240,11 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
     return _finish(doc, parts, path)
 
 
-# models whose vocabulary may be spelled in GPT-2's byte alphabet: tokjit reads it as bytes, and their
-# kernels step through the text byte by byte wherever HF steps through the mapped characters
-BYTE_LEVEL_MODELS = frozenset({"BPE", "WordPiece", "WordLevel", "Unigram"})
-
-
 def byte_level_normalizer_as_pre_tokenizer(doc: dict) -> dict:
     """``doc`` with a ByteLevel normalizer (alone, or last of a Sequence) moved to the front of the
     pre-tokenizer as a ByteLevel step that only maps bytes: HF gives the same ids and offsets for both
-    (the pre-tokenizer's steps see the mapped characters either way), and tokjit's byte-level BPE
-    runs the second (vocabulary as bytes). Unchanged when there is no ByteLevel normalizer; refused
+    (the pre-tokenizer's steps see the mapped characters either way), and tokjit runs the second
+    (vocabulary as bytes). Unchanged when there is no ByteLevel normalizer; refused
     where the two differ or tokjit cannot follow: a ByteLevel normalizer before another normalizer,
     a ByteLevel pre-tokenizer too (HF maps the text twice), or an added token matched on the
     normalized text whose content the mapping changes (HF looks for its mapped form)."""
