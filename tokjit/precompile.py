@@ -16,18 +16,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 import multiprocessing
 
-
-def _gpt2_byte_chars() -> list[str]:
-    """GPT-2's printable stand-in for each byte (the byte-level vocabulary alphabet)."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    chars, extra = [], 0
-    for b in range(256):
-        if b in keep:
-            chars.append(chr(b))
-        else:
-            chars.append(chr(256 + extra))
-            extra += 1
-    return chars
+from tokjit.text import bytes_to_unicode
 
 
 def _added(i: int, content: str, special: bool = True) -> dict:
@@ -36,7 +25,8 @@ def _added(i: int, content: str, special: bool = True) -> dict:
 
 
 def _byte_level_bpe(normalizer=None) -> dict:
-    chars = _gpt2_byte_chars()
+    table = bytes_to_unicode()  # GPT-2's printable stand-in for each byte: the vocabulary's alphabet
+    chars = [table[b] for b in range(256)]
     vocab = {c: i for i, c in enumerate(chars)}
     # "Ã©" is é: a character BPE forms whole, so loading compiles the atom kernels (kernels.atoms)
     merges = [("h", "e"), ("l", "l"), ("he", "ll"), ("Ġ", "w"), ("o", "r"), ("Ã", "©")]

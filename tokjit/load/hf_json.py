@@ -102,10 +102,13 @@ def _components(cfg: dict | None, key: str) -> list[dict]:
     return [cfg]
 
 
+def has_byte_level(doc: dict, stage: str) -> bool:
+    """Whether ``doc``'s ``stage`` (pre_tokenizer, decoder), Sequences flattened, has a ByteLevel step."""
+    return any(c.get("type") == "ByteLevel" for c in _components(doc.get(stage), _STAGES[stage]))
+
+
 def is_byte_level(doc: dict) -> bool:
-    pre = _components(doc.get("pre_tokenizer"), "pretokenizers")
-    dec = _components(doc.get("decoder"), "decoders")
-    return any(c.get("type") == "ByteLevel" for c in pre + dec)
+    return has_byte_level(doc, "pre_tokenizer") or has_byte_level(doc, "decoder")
 
 
 # tokenizer.json model type -> "module:function" turning its model section into spec parts; the
@@ -210,8 +213,7 @@ def load_hf_json(path, data: bytes) -> TokenizerSpec:
     check_component_tree(doc, path)
     doc = byte_level_normalizer_as_pre_tokenizer(doc)
     byte_level = is_byte_level(doc)
-    if byte_level and kind != "BPE" and not any(
-            c.get("type") == "ByteLevel" for c in _components(doc.get("pre_tokenizer"), "pretokenizers")):
+    if byte_level and kind != "BPE" and not has_byte_level(doc, "pre_tokenizer"):
         # a vocabulary in GPT-2's byte alphabet is read as bytes, which needs the text as bytes too
         raise UnsupportedComponentError(f"a {kind} model with a ByteLevel decoder but no ByteLevel pre-tokenizer "
                                         "is not supported")
@@ -254,7 +256,7 @@ def byte_level_normalizer_as_pre_tokenizer(doc: dict) -> dict:
         return doc
     if at != [len(steps) - 1]:
         raise UnsupportedComponentError("a ByteLevel normalizer before another normalizer is not supported")
-    if any(c.get("type") == "ByteLevel" for c in _components(doc.get("pre_tokenizer"), "pretokenizers")):
+    if has_byte_level(doc, "pre_tokenizer"):
         raise UnsupportedComponentError("a ByteLevel normalizer with a ByteLevel pre-tokenizer (the text mapped "
                                         "twice) is not supported")
     for t in doc.get("added_tokens") or []:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from tokjit.compile import TokenTable
-from tokjit.errors import InputError, ModelFileError
+from tokjit.errors import InputError
 from tokjit.kernels.wordlevel import wordlevel_ids
 from tokjit.models.bpe import model_mask
+from tokjit.models.wordpiece import checked_unk_id
 from tokjit.spec import TokenizerSpec
 
 
@@ -16,11 +17,7 @@ class WordLevelModel:
 
     def __init__(self, spec: TokenizerSpec):
         self.table = TokenTable.build(spec.tokens, model_mask(spec))
-        unk = spec.model.get("unk_id")
-        if unk is not None and not 0 <= int(unk) < len(spec.tokens):
-            raise ModelFileError(f"unk id {unk} outside the vocabulary", path=spec.source.get("path"),
-                                 where="model.unk_id")
-        self.unk_id = np.int64(-1 if unk is None else int(unk))
+        self.unk_id = checked_unk_id(spec)
         self.unk_token = spec.model.get("unk_token")
 
     def encode_pieces(self, buf, starts, ends, ws=None):

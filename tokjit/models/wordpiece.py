@@ -199,6 +199,15 @@ class Trie:
         return int(K.trie_walk(arr, np.int64(0), np.int64(arr.shape[0]), self.edges))
 
 
+def checked_unk_id(spec: TokenizerSpec) -> np.int64:
+    """The spec's ``unk_id`` (-1 when it has none), refused when outside the vocabulary."""
+    unk = spec.model.get("unk_id")
+    if unk is not None and not 0 <= int(unk) < len(spec.tokens):
+        raise ModelFileError(f"unk id {unk} outside the vocabulary", path=spec.source.get("path"),
+                             where="model.unk_id")
+    return np.int64(-1 if unk is None else int(unk))
+
+
 class WordPieceModel:
     """Greedy longest-match-first WordPiece (HF ``WordPiece``); spec options:
     ``continuing_subword_prefix`` (default ``##``), ``max_input_chars_per_word`` (default 100),
@@ -221,11 +230,7 @@ class WordPieceModel:
             self.word_node_token = np.int64(self.trie.node_token[self.word_node])
         max_chars = opts.get("max_input_chars_per_word", 100)
         self.max_chars = np.int64(2 ** 62 if max_chars is None else int(max_chars))
-        unk = opts.get("unk_id")
-        if unk is not None and not 0 <= int(unk) < len(spec.tokens):
-            raise ModelFileError(f"unk id {unk} outside the vocabulary", path=spec.source.get("path"),
-                                 where="model.unk_id")
-        self.unk_id = np.int64(-1 if unk is None else int(unk))
+        self.unk_id = checked_unk_id(spec)
         self.unk_token = opts.get("unk_token")
         # a byte-level vocabulary: HF's word length counts the mapped characters, one per byte
         self.char_mask = np.int64(0 if opts.get("byte_level") else 0xC0)
