@@ -407,7 +407,8 @@ def test_byte_level_normalizer_beyond_support_is_refused(base_doc, tmp_path, cha
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
 @pytest.mark.parametrize("config", [{"pad_token": "<pad>", "word_delimiter_token": "|", "cleanup": True},
                                     {"pad_token": "[PAD]", "word_delimiter_token": "|", "cleanup": True},
-                                    {"pad_token": "[PAD]", "word_delimiter_token": "the", "cleanup": False}])
+                                    {"pad_token": "[PAD]", "word_delimiter_token": "the", "cleanup": False},
+                                    {"pad_token": "", "word_delimiter_token": "", "cleanup": True}])
 def test_ctc_decoder_matches_hf(tmp_path, config):
     """HF's CTC decoder on bert-minilm's vocabulary: random id runs with repeats, pads and delimiters."""
     import random

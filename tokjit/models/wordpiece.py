@@ -279,9 +279,10 @@ class CTCDecoder:
         for i, token in enumerate(tokens):
             if i and token == tokens[i - 1]:
                 continue
-            token = token.replace(self.pad, "") if self.pad else token
+            token = token.replace(self.pad, "")
             if self.cleanup:
-                token = cleanup(token).replace(self.delimiter, " ") if self.delimiter else cleanup(token)
+                # an empty delimiter puts a space between every two characters, as Rust's replace does
+                token = cleanup(token).replace(self.delimiter, " ")
             if token:
                 out.append(token)
         return out
