@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from tokjit.kernels.split import apply_split_behavior
+from tokjit.kernels.split import SPLIT_ISOLATED, apply_split_behavior
 from tokjit.kernels.split_known import DEFER, SHAPE_VM, split_known
 from tokjit.kernels.structs import (STEP_BEHAVIOR, STEP_CLASSES, STEP_INLINE, STEP_INVERT, STEP_JOINED,
                                     STEP_MAX_DIGITS, STEP_VM_WORD, STEP_PROG, STEP_RANGES, STEP_REP, STEP_ROFF,
@@ -730,10 +730,17 @@ def _next_run(buf, p, end, ranges, run_a, run_b, bits, classes_a, classes_b):
 def _inline_split(rx, k, buf, start, end, params, m_starts, m_ends, stack, out_starts, out_ends, n_out):
     """Split ``k``'s pieces of ``buf[start:end]`` appended at ``out_*[n_out:]``: the new count, or a
     negative :func:`find_matches` code."""
+    row = borrow(rx, "steps")[k]
+    if row[STEP_SHAPE] != SHAPE_VM and row[STEP_BEHAVIOR] == SPLIT_ISOLATED and row[STEP_INVERT] == 0:
+        # Isolated: matches that cover the piece are its pieces, which the scanner writes in place
+        # (as the fused piece loop has it do for a single split)
+        n = split_known(row[STEP_SHAPE], row[STEP_SHAPE_FLAGS], row[STEP_MAX_DIGITS], borrow(rx, "roles"), buf, start,
+                        end, out_starts[n_out:], out_ends[n_out:], np.int64(1))
+        if n >= 0:
+            return n_out + n
     n_m = find_step_matches(rx, k, buf, start, end, params, m_starts, m_ends, stack)
     if n_m < 0:
         return n_m
-    row = borrow(rx, "steps")[k]
     return apply_split_behavior(start, end, m_starts, m_ends, n_m, row[STEP_BEHAVIOR], row[STEP_INVERT] != 0,
                                 out_starts, out_ends, n_out)
 
@@ -749,6 +756,13 @@ def _runs_then_split(rx, k, buf, start, end, params, m_starts, m_ends, stack, ou
     steps = borrow(rx, "steps")
     row = steps[k]
     joined, inline, ranges = row[STEP_JOINED], row[STEP_INLINE], row[STEP_STREAM_RANGES]
+    if end > start and ranges >= 0 and _past_ascii_outside(buf, start, end, ranges) >= end:
+        # ASCII outside both classes (most short English texts): no run, the piece is one gap
+        if inline < 0 or end - start == 1:
+            out_starts[n_out] = start
+            out_ends[n_out] = end
+            return n_out + 1
+        return _inline_split(rx, inline, buf, start, end, params, m_starts, m_ends, stack, out_starts, out_ends, n_out)
     run_a = (row[STEP_RUN + 2], row[STEP_RUN + 6], row[STEP_RUN + 1], row[STEP_KEPT])
     run_b = (np.int64(-1), np.int64(0), np.int64(0), np.int64(KEPT_NONE))
     other = k
