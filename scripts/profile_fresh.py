@@ -108,9 +108,19 @@ def write_perf_map(out_dir: Path) -> None:
             f.write(f"{address:x} {size:x} {label}\n")
             if "encode_docs" in label:
                 path = out_dir / f"code_{address:x}.bin"
-                path.write_bytes(ctypes.string_at(address, size))
+                path.write_bytes(ctypes.string_at(address, min(size, _mapped_after(address))))
                 dumps.append({"label": label, "address": address, "path": str(path)})
     (out_dir / "code.json").write_text(json.dumps(dumps))
+
+
+def _mapped_after(address: int) -> int:
+    """Bytes from ``address`` to the end of its mapping (reading past it would crash the process)."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            low, high = (int(x, 16) for x in line.split()[0].split("-"))
+            if low <= address < high:
+                return high - address
+    return 0
 
 
 def report(data: Path, out_dir: Path) -> None:
