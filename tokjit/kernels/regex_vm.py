@@ -731,9 +731,10 @@ def _inline_split(rx, k, buf, start, end, params, m_starts, m_ends, stack, out_s
     """Split ``k``'s pieces of ``buf[start:end]`` appended at ``out_*[n_out:]``: the new count, or a
     negative :func:`find_matches` code."""
     row = borrow(rx, "steps")[k]
-    if row[STEP_SHAPE] != SHAPE_VM and row[STEP_BEHAVIOR] == SPLIT_ISOLATED and row[STEP_INVERT] == 0:
-        # Isolated: matches that cover the piece are its pieces, which the scanner writes in place
-        # (as the fused piece loop has it do for a single split)
+    if row[STEP_RUN] <= 0 and row[STEP_SHAPE] != SHAPE_VM and row[STEP_BEHAVIOR] == SPLIT_ISOLATED \
+            and row[STEP_INVERT] == 0:
+        # Isolated: matches that cover the piece are its pieces, which the scanner (the one
+        # find_step_matches would run) writes in place, as the fused piece loop has it do for a single split
         n = split_known(row[STEP_SHAPE], row[STEP_SHAPE_FLAGS], row[STEP_MAX_DIGITS], borrow(rx, "roles"), buf, start,
                         end, out_starts[n_out:], out_ends[n_out:], np.int64(1))
         if n >= 0:
