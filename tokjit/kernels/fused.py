@@ -15,7 +15,7 @@ from tokjit.kernels.added_tokens import (DEFER_TO_STAGED, added_token_matches, r
                                         trie_arrays)
 from tokjit.kernels.atomics import CLAIMED, FINISHED, N_CHUNKS, fetch_add, wait_for
 from tokjit.kernels.split import SPLIT_ISOLATED, SPLIT_REMOVED, apply_split_behavior
-from tokjit.kernels.regex_vm import find_matches, split_in_steps
+from tokjit.kernels.regex_vm import ascii_gap_pieces, ascii_gap_plan, find_matches, split_in_steps
 from tokjit.kernels.split_known import DEFER, NOT_TILED, SHAPE_LLAMACPP, SHAPE_VM, split_known
 from tokjit.kernels.llamacpp_split import llamacpp_pieces
 from tokjit.kernels.atoms import atom_segment_end, maybe_unreachable_key
@@ -264,6 +264,7 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
     # a sequence of splits, or one split that is a class repeated, goes step by step (split_in_steps
     # finds a class's runs without the VM)
     stepwise = borrow(rx, "steps").shape[0] > 1 or borrow(rx, "steps")[0, STEP_RUN] > 0
+    gap_plan = ascii_gap_plan(rx)  # a sequence of splits in one pass: plain ASCII is cut by one scanner
     # tiktoken's way, as a split: the matches are the pieces and what no alternative matches is dropped
     # (HF's Removed with invert), so the scanner's matches are the pieces whether they tile or not
     matches_only = behavior == SPLIT_REMOVED and invert
@@ -309,8 +310,10 @@ def encode_docs_bpe(session, buf, doc_starts, doc_ends, first_doc, last_doc, out
                         n_p = llamacpp_pieces(rx, buf, pos, seg_end, rx_params, match_starts, match_ends, rx_stack,
                                               tok_starts, tok_ends, piece_starts, piece_ends)
                     else:
-                        n_p = split_in_steps(rx, buf, pos, seg_end, rx_params, match_starts, match_ends, rx_stack,
-                                             tok_starts, tok_ends, piece_starts, piece_ends)
+                        n_p = ascii_gap_pieces(gap_plan, rx_roles, buf, pos, seg_end, piece_starts, piece_ends)
+                        if n_p < 0:
+                            n_p = split_in_steps(rx, buf, pos, seg_end, rx_params, match_starts, match_ends,
+                                                 rx_stack, tok_starts, tok_ends, piece_starts, piece_ends)
                     if n_p < 0:
                         io[1] = STATUS_STAGED
                         io[0] = doc_begin

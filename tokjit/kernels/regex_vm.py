@@ -746,6 +746,41 @@ def _inline_split(rx, k, buf, start, end, params, m_starts, m_ends, stack, out_s
                                 out_starts, out_ends, n_out)
 
 
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def ascii_gap_plan(rx):
+    """(shape, shape flags, max digits, ASCII ranges) of the split that cuts a whole text when a
+    sequence of splits runs in one streamed pass (every later split inside it) and the text is plain
+    ASCII holding no character of the pass's run classes: then the text is one gap, and its pieces
+    are what the inline split's recognized pattern matches under Isolated (``_runs_then_split``'s
+    shortcut and ``_inline_split``'s). Shape SHAPE_VM when the sequence is not of that kind."""
+    steps = borrow(rx, "steps")
+    row = steps[0]
+    inline = row[STEP_INLINE]
+    none = (np.int64(SHAPE_VM), np.int64(0), np.int64(0), np.int64(-1))
+    if inline < 0 or row[STEP_STREAM_RANGES] < 0 or row[STEP_SKIP] != 0:
+        return none
+    for k in range(1, steps.shape[0]):
+        if steps[k, STEP_SKIP] == 0:
+            return none
+    cut = steps[inline]
+    if cut[STEP_RUN] > 0 or cut[STEP_SHAPE] == SHAPE_VM or cut[STEP_BEHAVIOR] != SPLIT_ISOLATED \
+            or cut[STEP_INVERT] != 0:
+        return none
+    return cut[STEP_SHAPE], cut[STEP_SHAPE_FLAGS], cut[STEP_MAX_DIGITS], row[STEP_STREAM_RANGES]
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def ascii_gap_pieces(plan, roles, buf, start, end, out_starts, out_ends):
+    """The pieces of ``buf[start:end]`` under :func:`ascii_gap_plan`'s ``plan`` when the text is plain
+    ASCII outside the run classes and has more than one byte (``split_in_steps``' pieces, without its
+    two calls: ~20 ns of a short text's ~350), else -1 (the caller runs ``split_in_steps``)."""
+    shape, flags, max_digits, ranges = plan
+    if shape == SHAPE_VM or end - start < 2 or _past_ascii_outside(buf, start, end, ranges) < end:
+        return np.int64(-1)
+    n = split_known(shape, flags, max_digits, roles, buf, start, end, out_starts, out_ends, np.int64(1))
+    return n if n >= 0 else np.int64(-1)
+
+
 @njit(cache=True, nogil=True, _nrt=False)
 def _runs_then_split(rx, k, buf, start, end, params, m_starts, m_ends, stack, out_starts, out_ends, n_out):
     """Split ``k``'s class runs in ``buf[start:end]`` and the joined split's (``STEP_JOINED``), each a
