@@ -184,11 +184,14 @@ def _import(module: str):
         raise Unavailable(f"not installed ({exc})") from None
 
 
-def _tokjit(spec: TokenizerSpec) -> Engine:
+def load_tokjit(spec: TokenizerSpec):
+    """The tokjit tokenizer of ``spec``, loaded as its users load it."""
     import tokjit
-    tok = (tokjit.get_encoding(spec.source) if spec.kind == "tiktoken"
-           else tokjit.load(tokenizer_path(spec)))
-    return tokjit_engine(tok, spec)
+    return tokjit.get_encoding(spec.source) if spec.kind == "tiktoken" else tokjit.load(tokenizer_path(spec))
+
+
+def _tokjit(spec: TokenizerSpec) -> Engine:
+    return tokjit_engine(load_tokjit(spec), spec)
 
 
 def tokjit_engine(tok, spec: TokenizerSpec) -> Engine:

@@ -41,19 +41,15 @@ BATCH_LINES = 128  # one batch call: the comparison's Japanese part is 128 lines
 
 
 def corpus_lines(name: str, limit: int) -> list[str]:
-    from benchmarks._engines import CORPUS
-    path = CORPUS / f"{name}.txt"
-    if not path.exists():
-        path = CORPUS / "multilingual" / f"{name}.txt"
+    from benchmarks._engines import CORPORA, CORPUS
+    path = CORPUS / CORPORA.get(name, f"multilingual/{name}.txt")
     return [line for line in path.read_text(encoding="utf-8").split("\n") if line][:limit]
 
 
 def load(name: str):
-    import tokjit
     from benchmarks import _engines as E
     spec = E.TOKENIZERS[name]
-    tok = tokjit.get_encoding(spec.source) if spec.kind == "tiktoken" else tokjit.load(E.tokenizer_path(spec))
-    return tok, spec.parse_special
+    return E.load_tokjit(spec), spec.parse_special
 
 
 def fresh_passes(tok, parse_special: bool, lines: list[str], passes: int) -> list[float]:

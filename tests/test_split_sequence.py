@@ -208,7 +208,8 @@ def test_streamed_splits_match_hf(tmp_path, name):
     texts = corpus_lines(step=20) + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
                                      for _ in range(3000)]
     # plain ASCII without a digit: no run anywhere, the whole text is one gap for the inline split
-    # (regex_vm._runs_then_split's shortcut), most short English texts
+    # (regex_vm.ascii_gap_pieces in the fused piece loop for a plan like DeepSeek-V3's, else
+    # _runs_then_split's shortcut), most short English texts
     texts += ["".join(rng.choice("abcefghzABCZ .,!'\t\n") for _ in range(rng.randint(1, 30))) for _ in range(500)]
     expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
     assert tok.encode_batch(texts, num_threads=1, parse_special=True) == expected

@@ -727,14 +727,21 @@ def _next_run(buf, p, end, ranges, run_a, run_b, bits, classes_a, classes_b):
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _cuts_in_place(row):
+    """Whether split step ``row`` can be run by its recognized pattern's scanner writing the pieces
+    in place: no class run, a recognized shape, Isolated, not inverted. Under Isolated the matches
+    that cover a piece are its pieces, so the scanner find_step_matches would run gives them
+    directly (as the fused piece loop has it do for a single split)."""
+    return row[STEP_RUN] <= 0 and row[STEP_SHAPE] != SHAPE_VM and row[STEP_BEHAVIOR] == SPLIT_ISOLATED \
+        and row[STEP_INVERT] == 0
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
 def _inline_split(rx, k, buf, start, end, params, m_starts, m_ends, stack, out_starts, out_ends, n_out):
     """Split ``k``'s pieces of ``buf[start:end]`` appended at ``out_*[n_out:]``: the new count, or a
     negative :func:`find_matches` code."""
     row = borrow(rx, "steps")[k]
-    if row[STEP_RUN] <= 0 and row[STEP_SHAPE] != SHAPE_VM and row[STEP_BEHAVIOR] == SPLIT_ISOLATED \
-            and row[STEP_INVERT] == 0:
-        # Isolated: matches that cover the piece are its pieces, which the scanner (the one
-        # find_step_matches would run) writes in place, as the fused piece loop has it do for a single split
+    if _cuts_in_place(row):
         n = split_known(row[STEP_SHAPE], row[STEP_SHAPE_FLAGS], row[STEP_MAX_DIGITS], borrow(rx, "roles"), buf, start,
                         end, out_starts[n_out:], out_ends[n_out:], np.int64(1))
         if n >= 0:
@@ -763,8 +770,7 @@ def ascii_gap_plan(rx):
         if steps[k, STEP_SKIP] == 0:
             return none
     cut = steps[inline]
-    if cut[STEP_RUN] > 0 or cut[STEP_SHAPE] == SHAPE_VM or cut[STEP_BEHAVIOR] != SPLIT_ISOLATED \
-            or cut[STEP_INVERT] != 0:
+    if not _cuts_in_place(cut):
         return none
     return cut[STEP_SHAPE], cut[STEP_SHAPE_FLAGS], cut[STEP_MAX_DIGITS], row[STEP_STREAM_RANGES]
 
@@ -773,7 +779,7 @@ def ascii_gap_plan(rx):
 def ascii_gap_pieces(plan, roles, buf, start, end, out_starts, out_ends):
     """The pieces of ``buf[start:end]`` under :func:`ascii_gap_plan`'s ``plan`` when the text is plain
     ASCII outside the run classes and has more than one byte (``split_in_steps``' pieces, without its
-    two calls: ~20 ns of a short text's ~350), else -1 (the caller runs ``split_in_steps``)."""
+    two calls: ~40 ns of a short text's ~330), else -1 (the caller runs ``split_in_steps``)."""
     shape, flags, max_digits, ranges = plan
     if shape == SHAPE_VM or end - start < 2 or _past_ascii_outside(buf, start, end, ranges) < end:
         return np.int64(-1)
