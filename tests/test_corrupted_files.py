@@ -794,14 +794,6 @@ def _try(tokjit, fn, *args, **kwargs):
         return exc
 
 
-def _hf_unk_after_byte_fallback_quirk(tok) -> bool:
-    model = tok.spec.model
-    if not model.get("byte_fallback") or model.get("type") != "BPE":
-        return False
-    names = set(tok.spec.source.get("token_strings") or ())
-    return any(f"<0x{b:02X}>" not in names for b in range(256))
-
-
 def run_worker(family: str) -> int:
     """Load every case of ``family``; one JSON line per case on stdout. Returns the number of bugs."""
     import numpy as np
@@ -848,12 +840,7 @@ def run_worker(family: str) -> int:
                 got = [row if isinstance(row, list) else "error" for row in mine]
                 want = [_try(None, ref, t) for t in PROBES]
                 want = [row if isinstance(row, list) else "error" for row in want]
-                if want != got and _hf_unk_after_byte_fallback_quirk(tok):
-                    # HF emits the <unk> of a character lacking its <0xXX> token after the bytes of the
-                    # characters that follow it (its pending-unk is flushed late); real byte-fallback
-                    # vocabularies have all 256 byte tokens, so tokjit keeps the unk in text order
-                    record["known_difference"] = "HF unk placement with an incomplete byte-fallback vocab"
-                elif want != got:
+                if want != got:
                     diff = next(i for i in range(len(PROBES)) if want[i] != got[i])
                     at = next((j for j, (a, b) in enumerate(zip(got[diff], want[diff])) if a != b),
                               min(len(got[diff]), len(want[diff])))

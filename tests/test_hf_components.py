@@ -477,3 +477,32 @@ def test_byte_level_alphabet_outside_bpe_matches_hf(tmp_path, kind):
     tokenizers.Tokenizer.from_file(str(path))
     with pytest.raises(tokjit.errors.UnsupportedComponentError):
         tokjit.load(path)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("fuse_unk", [True, False])
+def test_byte_fallback_with_missing_byte_tokens_matches_hf(tmp_path, fuse_unk):
+    """HF's byte fallback when some <0xXX> tokens are missing (a vocabulary trained with byte_fallback on
+    but without the byte tokens, or with some removed): a character goes to bytes only when all of its
+    bytes have a token, else it is one unknown token, which HF adds only before the next known symbol,
+    after the byte-fallback characters between. mistral-7b's tokenizer.json with the tokens of the
+    4-byte lead bytes and of 0xCA renamed (ids kept), on text where such characters meet."""
+    doc = json.loads(shared_path("data", "hf", "mistral-7b", "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = doc["model"]["vocab"]
+    for b in (0xCA, 0xF0, 0xF1, 0xF2, 0xF3, 0xF4):
+        vocab[f"<removed-{b:02X}>"] = vocab.pop(f"<0x{b:02X}>")
+    doc["model"]["fuse_unk"] = fuse_unk
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    tok = tokjit.load(path)
+    import random
+    rng = random.Random(5)
+    # U+02AC..U+02AF and U+1D400-ish letters: not tokens; their bytes' tokens present (2-byte, lead 0xCB) or
+    # missing (lead 0xCA, 0xF0)
+    parts = ["\u02ac", "\u02af", "\u02ea", "\U0001d400", "😀", "🦙", "x", " ", "ab", "中", "\u0301", "\U00100000"]
+    texts = ["".join(rng.choice(parts) for _ in range(rng.randint(1, 12))) for _ in range(1500)]
+    texts += [t for t in corpus_lines(step=40) if any(ord(c) > 0xFFFF for c in t)]
+    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    assert [tok.encode(t) for t in texts] == expected
+    assert tok.encode_batch(texts, num_threads=2) == expected

@@ -41,6 +41,11 @@ FLAG_UNREACHABLE_KNOWN = 256
 # starts as the token spelled with the prefix / suffix (``affix_keys``, :func:`affixed_symbol_id`)
 FLAG_PREFIX = 512
 FLAG_SUFFIX = 1024
+# HF's byte fallback: a character goes to <0xXX> tokens only when every one of its bytes has one, else it
+# is unknown as a whole, and that unknown token waits past the byte-fallback characters after it (HF adds
+# it before the next known symbol or at the word's end). Without the flag a byte lacking a token is
+# unknown alone (the loader has put unk_id in byte_ids) or dropped (none): llama.cpp's rule.
+FLAG_FALLBACK_WHOLE_CHAR = 2048
 
 TOKEN_UNUSED = 1  # bit in ``token_flags``
 
@@ -249,15 +254,26 @@ def _note_candidate(merged, left_len, token_flags, rev_left, touched, n_touched)
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
-def _emit_one(buf, s, e, sid, byte_fallback, fuse_unk, unk_id, byte_ids, last_was_unk,
+def _emit_one(buf, s, e, sid, byte_fallback, whole_char, fuse_unk, unk_id, byte_ids, last_was_unk,
               out_ids, out_starts, out_ends, n_out):
-    """Write symbol ``buf[s:e]`` (token ``sid``, -1 = none): the token, its bytes, or unknown."""
+    """Write symbol ``buf[s:e]`` (token ``sid``, -1 = none): the token, its bytes, or unknown
+    (``whole_char``: FLAG_FALLBACK_WHOLE_CHAR's rule). Returns (count, whether the last id written
+    is an unknown token that a next unknown symbol may fuse with)."""
     if sid >= 0:
         out_ids[n_out] = sid
         out_starts[n_out] = s
         out_ends[n_out] = e
         return n_out + 1, False
-    if byte_fallback:
+    complete = True
+    if whole_char:
+        for b in range(s, e):
+            complete = complete and byte_ids[buf[b]] >= 0
+    if byte_fallback and complete:
+        pending = whole_char and last_was_unk
+        unk_start, unk_end = s, e
+        if pending:  # HF's unknown token is still to come: the bytes go before it
+            n_out -= 1
+            unk_start, unk_end = out_starts[n_out], out_ends[n_out]
         for b in range(s, e):
             if byte_ids[buf[b]] < 0:
                 continue  # no <0xXX> token and no unknown token: llama.cpp drops the byte
@@ -265,7 +281,12 @@ def _emit_one(buf, s, e, sid, byte_fallback, fuse_unk, unk_id, byte_ids, last_wa
             out_starts[n_out] = b
             out_ends[n_out] = b + 1
             n_out += 1
-        return n_out, False
+        if pending:
+            out_ids[n_out] = unk_id
+            out_starts[n_out] = unk_start
+            out_ends[n_out] = unk_end
+            n_out += 1
+        return n_out, pending
     if unk_id >= 0:
         if fuse_unk and last_was_unk:
             out_ends[n_out - 1] = e
@@ -893,6 +914,7 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
     whole_first = (flags & FLAG_WHOLE_PIECE_FIRST) != 0
     by_bytes = (flags & FLAG_RANK_BY_BYTES) != 0
     byte_fallback = (flags & FLAG_BYTE_FALLBACK) != 0
+    whole_char = (flags & FLAG_FALLBACK_WHOLE_CHAR) != 0
     fuse_unk = (flags & FLAG_FUSE_UNK) != 0
     resegment = (flags & FLAG_RESEGMENT_UNUSED) != 0
     split_space = (flags & FLAG_SPLIT_SPACE_SYMBOL) != 0
@@ -1045,12 +1067,12 @@ def bpe_core(vocab, scalars, scratch, buf, piece_starts, piece_ends, first_piece
                         stack[top + 3] = cut
                         top += 4
                     else:
-                        n_out, last_was_unk = _emit_one(buf, ss, se, tid, byte_fallback, fuse_unk, unk_id,
-                                                        byte_ids, last_was_unk, out_ids, out_starts,
+                        n_out, last_was_unk = _emit_one(buf, ss, se, tid, byte_fallback, whole_char, fuse_unk,
+                                                        unk_id, byte_ids, last_was_unk, out_ids, out_starts,
                                                         out_ends, n_out)
             else:
-                n_out, last_was_unk = _emit_one(buf, ws_start[k], ws_end[k], sid, byte_fallback, fuse_unk,
-                                                unk_id, byte_ids, last_was_unk, out_ids, out_starts,
+                n_out, last_was_unk = _emit_one(buf, ws_start[k], ws_end[k], sid, byte_fallback, whole_char,
+                                                fuse_unk, unk_id, byte_ids, last_was_unk, out_ids, out_starts,
                                                 out_ends, n_out)
     for t in range(n_touched):
         rev_left[touched[t]] = -1

@@ -456,7 +456,7 @@ def _bpe(doc: dict, model: dict, path) -> dict:
     unk_id = index.get(unk) if unk is not None else None
     return {
         "model": {"type": "BPE", "merge_rule": "pairs", "byte_level": byte_level,
-                  "byte_fallback": bool(model.get("byte_fallback", False)),
+                  "byte_fallback": bool(model.get("byte_fallback", False)), "fallback_whole_char": True,
                   "fuse_unk": bool(model.get("fuse_unk", False)),
                   "ignore_merges": bool(model.get("ignore_merges", False)), "unk_id": unk_id,
                   "continuing_subword_prefix": prefix, "end_of_word_suffix": suffix},

@@ -114,6 +114,8 @@ class BPEModel:
             flags |= bpe_kernel.FLAG_WHOLE_PIECE_FIRST
         if opts.get("byte_fallback", False):
             flags |= bpe_kernel.FLAG_BYTE_FALLBACK
+            if opts.get("fallback_whole_char", False):
+                flags |= bpe_kernel.FLAG_FALLBACK_WHOLE_CHAR
         if opts.get("fuse_unk", False):
             flags |= bpe_kernel.FLAG_FUSE_UNK
         prefix, suffix = opts.get("continuing_subword_prefix") or "", opts.get("end_of_word_suffix") or ""
@@ -205,7 +207,8 @@ class BPEModel:
             # of a merge list only the rules BPE can ever apply, one per token (Llama 3: 127k of 280k,
             # Gemma 3: 236k of 515k); resegmenting UNUSED pieces reads every rule proposed, so keeps all
             self.pairs = reachable_pair_table(self.vocab, self.byte_ids if byte_symbols else None, self.pairs)
-        if flags & bpe_kernel.FLAG_BYTE_FALLBACK and unk is not None:
+        if flags & bpe_kernel.FLAG_BYTE_FALLBACK and not flags & bpe_kernel.FLAG_FALLBACK_WHOLE_CHAR \
+                and unk is not None:
             self.byte_ids[self.byte_ids < 0] = unk  # a byte without a <0xXX> token is unknown
         self.max_len = np.int64(max(self.vocab.max_len, 1))
         self.char_ids = np.full(1, -1, np.int32)
@@ -216,7 +219,11 @@ class BPEModel:
         self.cut_bits = np.zeros(1, np.uint64)
         if self.flags & bpe_kernel.FLAG_SPLIT_SPACE_SYMBOL and not self.flags & bpe_kernel.FLAG_RESEGMENT_UNUSED:
             # (resegmenting keeps, per UNUSED piece, the split of its latest proposal in the whole piece)
-            alone = not self.flags & bpe_kernel.FLAG_FUSE_UNK or bool(self.flags & bpe_kernel.FLAG_BYTE_FALLBACK)
+            # (under HF's whole-character fallback an unknown token may wait past the characters after
+            # it, up to the next known one: cuts only beside known characters keep that inside a part)
+            fallback_bytes = bpe_kernel.FLAG_BYTE_FALLBACK | bpe_kernel.FLAG_FALLBACK_WHOLE_CHAR
+            alone = not self.flags & bpe_kernel.FLAG_FUSE_UNK or (
+                self.flags & fallback_bytes == bpe_kernel.FLAG_BYTE_FALLBACK)
             self.cut_bits = _cut_characters(made, self.char_ids, unknown_alone=alone)
         self._find_atoms(spec)
 
