@@ -339,6 +339,36 @@ def test_hf_tokenizers_agrees():
             assert list(zip(c_s.tolist(), c_e.tolist())) == ref, (model, t)
 
 
+@pytest.mark.parametrize("pattern", [r"\w+", r"\W+", r"[\w]+", r"[^\w\s]+", r"[\W\d]+", r"\w+|[^\w\s]+",
+                                     r"\b\w", r"\w\B", r"(?i)[^\w]+"])
+def test_onig_word_classes_over_every_code_point(pattern):
+    """Oniguruma's \w differs inside and outside a bracket: outside, ² ³ ¹ ¼ ½ ¾ are word characters
+    (its Latin-1 table), inside they are not; both leave out ① and the Join_Control characters and
+    take in Ⓐ. Matches of HF's Split (Oniguruma) against the engine's, over text holding every code
+    point once, cut into blocks, each code point between two of its own kind and two of the other."""
+    tokenizers = pytest.importorskip("tokenizers")
+    split = tokenizers.pre_tokenizers.Split(tokenizers.Regex(pattern), "isolated")
+    r = CompiledRegex(pattern, syntax="onig", unicode_table="tokenizers")
+    # every code point up to the last assigned planes' end (0x32000), a sample past it
+    cps = [c for c in range(1, 0x32000) if not 0xD800 <= c < 0xE000] + list(range(0x32000, 0x110000, 97))
+    for k in range(0, len(cps), 4096):
+        text = "".join(chr(c) + ("a" if c % 3 else " ") + chr(c) + "\u00bd-" for c in cps[k:k + 4096])
+        ref = [off for _, off in split.pre_tokenize_str(text)]
+        off = byte_offsets(text)
+        s, e = r.find_spans(text.encode())
+        spans = list(zip(np.searchsorted(off, s).tolist(), np.searchsorted(off, e).tolist()))
+        # Isolated pieces: the matches and the gaps between them
+        pieces, pos = [], 0
+        for a, b in spans:
+            if a > pos:
+                pieces.append((pos, a))
+            pieces.append((a, b))
+            pos = b
+        if pos < len(text):
+            pieces.append((pos, len(text)))
+        assert pieces == ref, (pattern, hex(cps[k]))
+
+
 def test_unicode_tables_match_references():
     """tiktoken and HF tokenizers classify newly assigned code points like Unicode 16 ("tokenizers"
     table), not like the regex module's newer Unicode ("regex" table)."""

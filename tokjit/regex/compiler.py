@@ -135,12 +135,20 @@ class _Ctx:
         word &= self.gc != 0  # code points unassigned in this table are not word characters
         word[0x200C:0x200E] = True  # Join_Control
         self.word = word
-        # Oniguruma's Unicode \w (and so its \b): Letter, Mark, Number and Connector_Punctuation,
-        # which takes in No (½, ³) and leaves out the Alphabetic symbols (Ⓐ) the regex module's keeps
-        self.onig_word = self.cats(["Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc"])
+        # Oniguruma's Unicode \w inside a bracket ([\w], [^\w\s]): the regex module's without
+        # Join_Control (Alphabetic, Mark, Nd, Pc; so Ⓐ and Ⅻ, not ① or ½). Outside a bracket (\w, \W,
+        # \b, \B) it reads code points below 256 from its Latin-1 table, which also counts ² ³ ¹ ¼ ½ ¾
+        # as word characters (measured against HF tokenizers over every code point)
+        self.onig_word = word.copy()
+        self.onig_word[0x200C:0x200E] = False
+        self.onig_bare_word = self.onig_word.copy()
+        self.onig_bare_word[[0xB2, 0xB3, 0xB9, 0xBC, 0xBD, 0xBE]] = True
 
-    def word_of(self, syntax):
-        return self.onig_word if syntax == "onig" else self.word
+    def word_of(self, syntax, in_class):
+        """The code points \w matches under ``syntax``, inside a bracket or not."""
+        if syntax != "onig":
+            return self.word
+        return self.onig_word if in_class else self.onig_bare_word
 
     def empty(self):
         return np.zeros(self.n, bool)
@@ -517,7 +525,7 @@ class _Parser:
             s = ctx.cats(["Nd"])
             return ("set", s if c == "d" else ~s)
         if c in "wW":
-            s = ctx.word_of(self.syntax)
+            s = ctx.word_of(self.syntax, in_class)
             return ("set", s if c == "w" else ~s)
         if c in "pP":
             if self.syntax == "onig" and self.peek() != "{":
@@ -794,7 +802,7 @@ class _Gen:
                 self.code[j][1] = len(self.code)
         elif t == "assert":
             kind = node[1]
-            word = self.ctx.word_of(self.syntax)
+            word = self.ctx.word_of(self.syntax, in_class=False)
             self.emit(OP_ASSERT, kind, self.cls(word) if kind in (A_WORD_B, A_NOT_WORD_B) else 0)
         elif t == "atomic":
             self.emit(OP_ATOMIC_START)
