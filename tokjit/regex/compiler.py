@@ -145,7 +145,7 @@ class _Ctx:
         self.onig_bare_word[[0xB2, 0xB3, 0xB9, 0xBC, 0xBD, 0xBE]] = True
 
     def word_of(self, syntax, in_class):
-        """The code points \w matches under ``syntax``, inside a bracket or not."""
+        r"""The code points \w matches under ``syntax``, inside a bracket or not."""
         if syntax != "onig":
             return self.word
         return self.onig_word if in_class else self.onig_bare_word
