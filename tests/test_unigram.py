@@ -331,6 +331,49 @@ def test_sentencepiece_unigram_variants(shared, tmp_path, variant):
     assert [tok.decode(x) for x in expected[:200]] == ref.decode(expected[:200])
 
 
+@pytest.mark.parametrize("options", [
+    dict(),
+    dict(byte_fallback=True, user_defined_symbols=["<sep>", "ab", "[MASK]"], split_digits=True),
+    dict(normalization_rule_name="nmt_nfkc_cf", add_dummy_prefix=False, remove_extra_whitespaces=False,
+         character_coverage=0.98),
+    dict(treat_whitespace_as_suffix=True, normalization_rule_name="identity"),
+])
+def test_sentencepiece_char_models(tmp_path, options):
+    """model_type CHAR (text cut into characters, user-defined pieces first, each looked up): models
+    trained by sentencepiece's own trainer on part of the corpora, against sentencepiece on the rest."""
+    import io
+    texts = corpus_lines(step=30)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(texts[::4][:3000]), model_writer=model,
+                                   model_type="char", minloglevel=2, **options)
+    path = tmp_path / "char.model"
+    path.write_bytes(model.getvalue())
+    ref = spm.SentencePieceProcessor(model_file=str(path))
+    tok = tokjit.load(path)
+    rng = random.Random(3)
+    alphabet = list("abcXYZ019 .,'!?-_\t\n") + ["é", "ß", "ﬁ", "\u0301", "中", "ア", "👍", "\u3000", "①", "<sep>",
+                                                  "[MASK]", "▁", "  "]
+    sample = texts[1::9] + ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(500)]
+    expected = [ref.encode(t) for t in sample]
+    assert _mismatches(expected, tok.encode_batch(sample), sample) == []
+    assert _mismatches(expected, [tok.encode(t) for t in sample], sample) == []
+
+
+def test_sentencepiece_char_model_type_over_a_vocabulary_of_longer_pieces(shared, tmp_path):
+    """llama2's model with its model_type set to CHAR: sentencepiece then looks each character up
+    and ignores the longer pieces; so does tokjit."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    proto = pb.ModelProto()
+    proto.ParseFromString((shared / "data" / "spm" / "llama2" / "tokenizer.model").read_bytes())
+    proto.trainer_spec.model_type = pb.TrainerSpec.CHAR
+    path = tmp_path / "char.model"
+    path.write_bytes(proto.SerializeToString())
+    ref = spm.SentencePieceProcessor(model_file=str(path))
+    tok = tokjit.load(path)
+    texts = corpus_lines(limit_per_file=60, step=7) + ["", " ", "a  b", "\U0001F600x", "ﬁ①"]
+    assert _mismatches([ref.encode(t) for t in texts], tok.encode_batch(texts), texts) == []
+
+
 # ---------------------------------------------------------------------------------------------------
 # charsmap
 # ---------------------------------------------------------------------------------------------------

@@ -236,9 +236,9 @@ def load_sentencepiece(path, data: bytes) -> TokenizerSpec:
     if model_type is None:
         raise ModelFileError(f"unknown model_type {trainer['model_type']}", path=path,
                              where="trainer_spec.model_type")
-    if model_type in ("WORD", "CHAR"):
+    if model_type == "WORD":
         raise UnsupportedComponentError(f"SentencePiece model_type {model_type} is not supported "
-                                        "(only BPE and UNIGRAM)")
+                                        "(only BPE, UNIGRAM and CHAR)")
 
     n = len(pieces)
     tokens: list[bytes] = []
@@ -291,6 +291,12 @@ def load_sentencepiece(path, data: bytes) -> TokenizerSpec:
 
     # the model may produce exactly the pieces sentencepiece keeps in its `pieces_` map
     mergeable = (types == TokenType.NORMAL) | (types == TokenType.USER_DEFINED) | (types == TokenType.UNUSED)
+    if model_type == "CHAR":
+        # a CHAR model cuts text into characters (user-defined pieces matched first, longest) and looks
+        # each up: the Unigram lattice over the one-character pieces and the user-defined ones gives
+        # exactly that path
+        one_char = np.array([len(s) == 1 for s in strings], bool)
+        mergeable &= one_char | (types == TokenType.USER_DEFINED)
 
     added: list[AddedToken] = []
     user_defined: list[str] = []
