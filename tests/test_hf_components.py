@@ -194,6 +194,24 @@ def compare_with_added_tokens(base_doc, tmp_path, extra, normalizer, parts, n_te
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
+@pytest.mark.parametrize("flags", [
+    # (content, lstrip, rstrip, single_word, normalized, special)
+    [("the", False, False, False, False, False), (" the", False, False, False, True, False)],
+    [("cat", False, False, False, True, False), ("at dog", False, False, False, False, True)],
+    [("the ", False, False, False, True, False), ("<m>", True, False, False, False, True)],
+    [(" x", False, False, False, False, False), ("yx", False, True, False, True, False)],
+    [("<s>", False, False, False, True, True), ("<mask>", True, False, False, False, True)],  # RoBERTa's
+])
+def test_raw_added_tokens_match_before_normalized_ones_without_a_normalizer(base_doc, tmp_path, flags):
+    """HF matches the added tokens not flagged "normalized" first and the others in what is left, also
+    when there is no normalizer: where their matches may overlap, that order decides."""
+    extra = [{"id": 0, "content": c, "lstrip": ls, "rstrip": rs, "single_word": sw, "normalized": nm,
+              "special": sp} for c, ls, rs, sw, nm, sp in flags]
+    parts = [c for c, *_ in flags] + ["the", " ", "  ", "x", "y", "cat", "at", " dog", "a", "\n", "<", "m>"]
+    compare_with_added_tokens(base_doc, tmp_path, extra, None, parts, 1500, seed=11)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data missing")
 def test_added_token_flags_match_hf(base_doc, tmp_path):
     """lstrip / rstrip / single_word / normalized / special added tokens, under a Lowercase
     normalizer, on random mixtures of the tokens, Unicode whitespace and word characters."""

@@ -68,6 +68,34 @@ class Encoding:
         return f"Encoding(ids={self.ids[:8]}{'...' if len(self.ids) > 8 else ''}, n={len(self.ids)})"
 
 
+
+_OVERLAP_CHECK_LIMIT = 4_000_000  # characters compared; past it the two passes are kept
+
+
+def _matches_may_overlap(added) -> bool:
+    """Whether a match of an added token flagged "normalized" may overlap a match of one that is not
+    (then HF's order, the raw ones first, decides between them): one's content inside the other's, a
+    proper suffix of one the prefix of the other, or lstrip / rstrip stretching a match over the
+    whitespace the other begins or ends with. Conservative (True) past a size limit."""
+    raw = [t for t in added if not t.normalized and t.content]
+    norm = [t for t in added if t.normalized and t.content]
+    if not raw or not norm:
+        return False
+    if sum(len(t.content) for t in raw) * sum(len(t.content) for t in norm) > _OVERLAP_CHECK_LIMIT:
+        return True
+    for a in raw:
+        for b in norm:
+            x, y = a.content, b.content
+            if x in y or y in x:
+                return True
+            if any(x.endswith(y[:k]) or y.endswith(x[:k]) for k in range(1, min(len(x), len(y)))):
+                return True
+            for p, q in ((a, y), (b, x)):
+                if p.lstrip and q[-1].isspace() or p.rstrip and q[0].isspace():
+                    return True
+    return False
+
+
 class Tokenizer(TransformersMixin):
     """A compiled tokenizer. Build one with :func:`tokjit.load` or :func:`tokjit.get_encoding`.
 
@@ -89,10 +117,14 @@ class Tokenizer(TransformersMixin):
         self._local = threading.local()
         added = spec.added_tokens
         # parse_special=True: every added token; False: only those the reference always matches
-        # tokens flagged "normalized" match the normalized text; without a normalizer that is the raw text
-        raw = [t for t in added if not t.normalized or self.normalizer is None]
-        norm = [t for t in added if t.normalized and self.normalizer is not None]
-        if norm and spec.source.get("format") == "tokenizer.json":
+        # tokens flagged "normalized" match the normalized text after the others matched the raw text (HF:
+        # two passes, also without a normalizer); one pass over both gives the same matches when no match
+        # of one set can overlap one of the other, which keeps the fused paths for almost every file
+        separate = self.normalizer is not None or (spec.source.get("format") == "tokenizer.json"
+                                                   and _matches_may_overlap(added))
+        raw = [t for t in added if not t.normalized or not separate]
+        norm = [t for t in added if t.normalized and separate]
+        if norm and self.normalizer is not None and spec.source.get("format") == "tokenizer.json":
             # HF matches a normalized added token by its normalized content ("Café" under Lowercase
             # matches "café")
             norm = [dataclasses.replace(t, content=self._normalize_text(t.content)) for t in norm]
@@ -313,9 +345,9 @@ class Tokenizer(TransformersMixin):
         align = None
         if self.normalizer is not None:
             seg, align = self.normalizer(seg, None)
-            norm_matcher = self._match_all_norm if parse_special else self._match_plain_norm
-            if not norm_matcher.empty:
-                return self._encode_normalized_with_added(seg, align, start, norm_matcher, want_spans)
+        norm_matcher = self._match_all_norm if parse_special else self._match_plain_norm
+        if not norm_matcher.empty:
+            return self._encode_normalized_with_added(seg, align, start, norm_matcher, want_spans)
         return self._encode_normalized(seg, align, start, want_spans)
 
     def _encode_normalized_with_added(self, seg, align, offset, matcher, want_spans=True):

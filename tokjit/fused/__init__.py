@@ -19,6 +19,10 @@ _FAMILIES = (spm_fused_path_for, unigram_fused_path_for, hf_unigram_fused_path_f
 
 def fused_path_for(tok):
     """The fused path for ``tok``, or ``None`` when its pipeline has no fused kernel."""
+    if tok.normalizer is None and not (tok._match_all_norm.empty and tok._match_plain_norm.empty):
+        # added tokens in two passes without a normalizer (Tokenizer: their matches may overlap): the
+        # kernels take the second pass only after a normalizer
+        return None
     for family in _FAMILIES:
         path = family(tok)
         if path is not None:
