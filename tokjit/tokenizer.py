@@ -68,7 +68,6 @@ class Encoding:
         return f"Encoding(ids={self.ids[:8]}{'...' if len(self.ids) > 8 else ''}, n={len(self.ids)})"
 
 
-
 _OVERLAP_CHECK_LIMIT = 4_000_000  # characters compared; past it the two passes are kept
 
 
