@@ -373,6 +373,32 @@ def test_sentencepiece_char_model_type_over_a_vocabulary_of_longer_pieces(shared
     texts = corpus_lines(limit_per_file=60, step=7) + ["", " ", "a  b", "\U0001F600x", "ﬁ①"]
     assert _mismatches([ref.encode(t) for t in texts], tok.encode_batch(texts), texts) == []
 
+DELETED_BY_THE_CHARSMAP = ["\x0b", "\x7f", "\x1c\x1d\x1e\x1f", " \x0b", "\x0b ", "  \x0b  ", "\x0b\u3000",
+                           "\u3000\x0b", "\u3000", " ", "  ", "a\x0b", "\x0bb", " \x0b a", "\x7f \x7f",
+                           "\x0b<mask>\x0b", "<mask>\x0b", "\x0b<mask>", "<mask> \x0b"]
+
+
+@pytest.mark.parametrize("remove_extra", [True, False])
+@pytest.mark.parametrize("suffix", [False, True])
+def test_text_the_charsmap_deletes_entirely(shared, tmp_path, remove_extra, suffix):
+    """Text made only of characters the charsmap deletes (t5's drops C0 controls and DEL) and spaces:
+    sentencepiece's leading-space skip stops at a deleted character, so such text still gets its dummy
+    prefix ("\\x0b" -> [▁] unless a trailing-space trim removes it again), while text of spaces alone
+    (U+3000 included: the charsmap makes it " ") gets nothing. Every path, all four flag combinations."""
+    def edit(proto, pb):
+        proto.normalizer_spec.remove_extra_whitespaces = remove_extra
+        proto.trainer_spec.treat_whitespace_as_suffix = suffix
+        _set_type(proto, ["<mask>"], pb.ModelProto.SentencePiece.USER_DEFINED)
+    path = _edited_t5(shared, tmp_path, edit, "deleted")
+    ref = spm.SentencePieceProcessor(model_file=path)
+    tok = tokjit.load(path)
+    texts = DELETED_BY_THE_CHARSMAP
+    expected = ref.encode(texts)
+    assert _mismatches(expected, tok.encode_batch(texts), texts) == []
+    assert _mismatches(expected, [tok.encode(t) for t in texts], texts) == []
+    assert _mismatches(expected, [tok.encode_with_offsets(t)[0] for t in texts], texts) == []
+
+
 
 # ---------------------------------------------------------------------------------------------------
 # charsmap
@@ -410,13 +436,13 @@ def test_charsmap_matches_sentencepiece(shared):
         charsmap = PrecompiledCharsmap(blob)
         for text in texts:
             data = text.encode("utf-8", "surrogatepass")
-            out, align = charsmap.normalize(_as_array(data), None)
+            out, align, _ = charsmap.normalize(_as_array(data), None)
             assert out.tobytes().decode("utf-8") == ref.normalize(text), (name, text[:80])
             if align is not None:
                 assert align.shape[0] == out.shape[0] + 1 and align[-1] == len(data)
                 assert np.all(np.diff(align) >= 0)
         for data in raw:
-            out, _ = charsmap.normalize(_as_array(data), None)
+            out, _, _ = charsmap.normalize(_as_array(data), None)
             expected = ref.normalize(data)
             expected = expected if isinstance(expected, bytes) else expected.encode("utf-8")
             assert out.tobytes() == expected, (name, data)

@@ -283,6 +283,8 @@ class Tokenizer(TransformersMixin):
             return self._post_process_with_offsets(ids, offsets)
         buf = text_to_utf8(text)
         ids, s, e = self._encode_array(buf, parse_special, want_spans=True)
+        # a space sentencepiece appends (treat_whitespace_as_suffix) sits at the end: (n, n), not past it
+        e = np.minimum(e, buf.shape[0])
         char_index = np.zeros(buf.shape[0] + 1, np.int64)
         is_start = (buf & 0xC0) != 0x80
         char_index[1:] = np.cumsum(is_start)

@@ -189,11 +189,13 @@ def spm_normalize(buf, i, n, units, strings, plain, max_step, out, out_src, o):
     byte becomes U+FFFD. Characters ``plain`` marks (:func:`plain_chars`; most text) are copied
     without the walk. ``out_src[j]`` = input offset where the rule that wrote byte ``j`` started.
     Stops early, before a step that might not fit (``max_step`` bytes), so the caller can grow ``out``.
-    Returns (input position reached, output length, modified flag). O(n * longest key).
+    Returns (input position reached, output length, modified flag, deleted flag: some rule's string was
+    empty, which sentencepiece's whitespace rules can tell from no unit at all). O(n * longest key).
     """
     n_units = units.shape[0]
     cap = out.shape[0]
     modified = False
+    deleted = False
     root = _offset(np.int64(units[0]))
     while i < n:
         if o + max_step > cap:
@@ -219,7 +221,9 @@ def spm_normalize(buf, i, n, units, strings, plain, max_step, out, out_src, o):
                 best_len = k - i
                 best_value = np.int64(units[pos]) & 0x7FFFFFFF
         if best_len > 0:
-            o = _emit_string(strings, best_value, out, out_src, o, i)
+            emitted = _emit_string(strings, best_value, out, out_src, o, i)
+            deleted |= emitted == o
+            o = emitted
             i += best_len
             modified = True
             continue
@@ -240,7 +244,7 @@ def spm_normalize(buf, i, n, units, strings, plain, max_step, out, out_src, o):
             out_src[o] = i
             o += 1
         i += length
-    return i, o, modified
+    return i, o, modified, deleted
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)

@@ -15,6 +15,8 @@ WS_REMOVE_EXTRA = 1
 WS_DUMMY_PREFIX = 2
 WS_ESCAPE = 4
 WS_SUFFIX = 8
+# set by the caller when the charsmap deleted a unit of the text (a rule with an empty string)
+WS_DELETED_UNIT = 16
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -52,6 +54,13 @@ def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
             else:
                 break
     if i >= n:
+        # nothing but space units left; sentencepiece's leading skip, though, stops at a deleted unit, so
+        # to it such text is not empty: it gets its dummy prefix, removed again only by the trailing
+        # trim (remove_extra with the prefix in front)
+        if (flags & WS_DELETED_UNIT) != 0 and dummy and (suffix or not remove_extra):
+            m = _put_space(out, out_align, 0, align[n], escape)
+            out_align[m] = align[n]
+            return m
         out_align[0] = align[n]
         return 0
     m = 0

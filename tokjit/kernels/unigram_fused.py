@@ -21,7 +21,7 @@ from numba import njit, types
 from numba.experimental import structref
 
 from tokjit.kernels.added_tokens import DEFER_TO_STAGED, added_token_matches, ruled_token_matches
-from tokjit.kernels.spm_whitespace import sentencepiece_whitespace
+from tokjit.kernels.spm_whitespace import WS_DELETED_UNIT, sentencepiece_whitespace
 from tokjit.kernels.split import metaspace_pieces
 from tokjit.kernels import structs
 from tokjit.kernels.structs import RULES_NONE, borrow, struct_at
@@ -610,6 +610,7 @@ def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_
                 # charsmap: alignment = input offset of the rule that wrote each byte (units for the
                 # whitespace rules); without a charsmap every byte is its own unit
                 m = 0
+                seg_flags = ws_flags
                 if has_charsmap:
                     n_ud = added_token_matches(buf, pos, seg_end, ud_first, ud_child_start, ud_child_count,
                                                ud_edge_byte, ud_edge_target, ud_token, ud_starts, ud_ends, ud_ids)
@@ -617,8 +618,10 @@ def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_
                     for u in range(n_ud + 1):
                         gap_end = ud_starts[u] if u < n_ud else seg_end
                         if gap_end > q:
-                            reached, m, _ = spm_normalize(buf, q, gap_end, cm_units, cm_strings, cm_plain, cm_max_step,
-                                                          cm_buf, cm_src, m)
+                            reached, m, _, deleted = spm_normalize(buf, q, gap_end, cm_units, cm_strings, cm_plain,
+                                                                   cm_max_step, cm_buf, cm_src, m)
+                            if deleted:
+                                seg_flags |= WS_DELETED_UNIT
                             if reached < gap_end:
                                 io[2] = 2 * cm_cap + cm_max_step * (seg_end - reached)
                                 io[1] = STATUS_GROW_SCRATCH
@@ -649,7 +652,7 @@ def encode_docs_unigram_spm(session, buf, doc_starts, doc_ends, first_doc, last_
                     io[2] = 3 * m + 4
                     io[1] = STATUS_GROW_SCRATCH
                     return d
-                n = sentencepiece_whitespace(cm_buf, cm_src, m, ws_flags, norm_buf, norm_align)
+                n = sentencepiece_whitespace(cm_buf, cm_src, m, seg_flags, norm_buf, norm_align)
                 if n > 0:
                     if n_out + n + n_added + 1 > out_cap:
                         io[2] = n + n_added + 1 + (de - seg_end) * 3 * cm_max_step

@@ -118,29 +118,30 @@ class PrecompiledCharsmap:
     # ---------------------------------------------------------------------------------------------
 
     def normalize(self, buf: np.ndarray, align: np.ndarray | None):
-        """sentencepiece semantics (longest match; invalid UTF-8 byte -> U+FFFD). Returns ``(buf, align)``
-        with ``align[j]`` = offset (through the incoming ``align``) of where the rule that produced byte
-        ``j`` started, so bytes sharing an align value came from one ``NormalizePrefix`` step. Unchanged
-        text is returned as is."""
+        """sentencepiece semantics (longest match; invalid UTF-8 byte -> U+FFFD). Returns ``(buf, align,
+        deleted)`` with ``align[j]`` = offset (through the incoming ``align``) of where the rule that
+        produced byte ``j`` started, so bytes sharing an align value came from one ``NormalizePrefix``
+        step, and ``deleted`` true when some step wrote nothing. Unchanged text is returned as is."""
         buf = np.ascontiguousarray(buf, dtype=np.uint8)
         n = buf.shape[0]
         if n == 0:
-            return buf, align
+            return buf, align, False
         max_step = np.int64(max(self.max_replacement, 4))
         cap = n + (n >> 2) + 64
         out = np.empty(cap, np.uint8)
         src = np.empty(cap, np.int64)
-        i, o, modified = kernel.spm_normalize(buf, np.int64(0), np.int64(n), self.units, self.strings,
-                                              self.plain, max_step, out, src, np.int64(0))
+        i, o, modified, deleted = kernel.spm_normalize(buf, np.int64(0), np.int64(n), self.units, self.strings,
+                                                       self.plain, max_step, out, src, np.int64(0))
         while i < n:
             cap = max(2 * cap, o + int(max_step) + (n - i))
             out, src = _grow(out, src, o, cap)
-            i, o, more = kernel.spm_normalize(buf, np.int64(i), np.int64(n), self.units, self.strings,
-                                              self.plain, max_step, out, src, np.int64(o))
+            i, o, more, gone = kernel.spm_normalize(buf, np.int64(i), np.int64(n), self.units, self.strings,
+                                                    self.plain, max_step, out, src, np.int64(o))
             modified = modified or more
+            deleted = deleted or gone
         if not modified:
-            return buf, align
-        return out[:o], _compose(src[:o], align, n)
+            return buf, align, False
+        return out[:o], _compose(src[:o], align, n), bool(deleted)
 
     def normalize_hf(self, buf: np.ndarray, align: np.ndarray | None):
         """HF ``Precompiled`` semantics (per grapheme cluster, shortest match); see the module doc."""

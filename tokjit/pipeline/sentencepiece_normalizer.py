@@ -21,7 +21,7 @@ import numpy as np
 
 from tokjit.pipeline.added_tokens import AddedTokenMatcher
 from tokjit.errors import UnsupportedComponentError
-from tokjit.kernels.spm_whitespace import (WS_DUMMY_PREFIX, WS_ESCAPE, WS_REMOVE_EXTRA, WS_SUFFIX,
+from tokjit.kernels.spm_whitespace import (WS_DELETED_UNIT, WS_DUMMY_PREFIX, WS_ESCAPE, WS_REMOVE_EXTRA, WS_SUFFIX,
                                            sentencepiece_whitespace)
 from tokjit.spec import AddedToken
 
@@ -57,6 +57,7 @@ class SentencePieceNormalizer:
             if user and self.charsmap is not None else None
 
     def _apply_charsmap(self, buf, align):
+        """(buf, align, deleted) as :meth:`PrecompiledCharsmap.normalize`, user-defined pieces kept."""
         if self.protect is None:
             return self.charsmap.normalize(buf, align)
         ms, me, _ = self.protect.find(buf, 0, buf.shape[0])
@@ -64,30 +65,36 @@ class SentencePieceNormalizer:
             return self.charsmap.normalize(buf, align)
         base = np.arange(buf.shape[0] + 1, dtype=np.int64) if align is None else align
         bufs, aligns = [], []
+        deleted = False
         pos = 0
         for s, e in zip(ms.tolist(), me.tolist()):
             if s > pos:
-                b, a = self.charsmap.normalize(buf[pos:s], base[pos:s + 1])
+                b, a, gone = self.charsmap.normalize(buf[pos:s], base[pos:s + 1])
                 bufs.append(b)
                 aligns.append(a[:-1])
+                deleted = deleted or gone
             bufs.append(buf[s:e])
             aligns.append(np.full(e - s, base[s], np.int64))  # one unit: sentencepiece consumes it whole
             pos = e
         if pos < buf.shape[0]:
-            b, a = self.charsmap.normalize(buf[pos:], base[pos:])
+            b, a, gone = self.charsmap.normalize(buf[pos:], base[pos:])
             bufs.append(b)
             aligns.append(a[:-1])
+            deleted = deleted or gone
         aligns.append(base[-1:])
-        return np.concatenate(bufs).astype(np.uint8), np.concatenate(aligns).astype(np.int64)
+        return np.concatenate(bufs).astype(np.uint8), np.concatenate(aligns).astype(np.int64), deleted
 
     def __call__(self, buf, align):
+        flags = self.flags
         if self.charsmap is not None:
-            buf, align = self._apply_charsmap(buf, align)
+            buf, align, deleted = self._apply_charsmap(buf, align)
+            if deleted:
+                flags |= WS_DELETED_UNIT
         n = buf.shape[0]
         base = np.arange(n + 1, dtype=np.int64) if align is None else np.asarray(align, np.int64)
         out = np.empty(3 * n + 3, np.uint8)
         out_align = np.empty(3 * n + 4, np.int64)
-        m = sentencepiece_whitespace(buf, base, np.int64(n), self.flags, out, out_align)
+        m = sentencepiece_whitespace(buf, base, np.int64(n), np.int64(flags), out, out_align)
         return out[:m], out_align[:m + 1]
 
 
