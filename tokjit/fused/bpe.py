@@ -132,7 +132,8 @@ class _BPEThread:
     """One thread's buffers for the byte-level BPE kernel, as numpy arrays (kept so Python can read
     ``out``) and as the two structures the kernel takes; rebuilt larger when a text does not fit."""
 
-    def __init__(self, model: BPEModel, pipes, cap: int, cache: tuple | None = None):
+    def __init__(self, model: BPEModel, pipes, cap: int, cache: tuple | None = None,
+                 workspace: Workspace | None = None):
         cap = max(cap, 1024)
         self.cap = cap
         self.text = np.empty(cap, np.uint8)
@@ -154,7 +155,9 @@ class _BPEThread:
         self.tok_starts = np.empty(cap + 1, np.int64)
         self.tok_ends = np.empty(cap + 1, np.int64)
         self.spans = structs.make_spans(self)
-        ws = Workspace()
+        # a thread growing keeps its workspace: its per-id and per-rank arrays (~1 MB for a vocabulary of
+        # 128K) do not depend on the capacity, and allocating them again made growing cost ~0.6 ms
+        ws = self.workspace = workspace if workspace is not None else Workspace()
         ws.grow(cap + 1)
         # (the cache and its arrays) kept when the buffers grow, or copied from another thread's
         # (FusedBPE.encode_chunks); a new one starts from the vocabulary's seed
@@ -362,14 +365,16 @@ class FusedBPE(FusedPath):
         st = getattr(self._local, "st", None)
         if st is None or st.cap < longest:
             size = max(longest, 2 * st.cap if st is not None else 0)
+            workspace = None
             if st is not None:
                 cache = (st.cache, st.cache_arrays)
+                workspace = st.workspace
             else:
                 self._states += 1
                 cache = (None, inherit.pop()) if inherit else None
                 if inherit is not None:  # a helper: as large as the largest buffers so far
                     size = max(size, min(self._widest, HELPER_PREGROW_BYTES))
-            st = self._local.st = _BPEThread(self.model, self.pipes, size, cache)
+            st = self._local.st = _BPEThread(self.model, self.pipes, size, cache, workspace)
             self._widest = max(self._widest, st.cap)
         return st
 

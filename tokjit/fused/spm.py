@@ -67,7 +67,8 @@ class _SPMThread:
     the kernel takes (one session per parse_special); rebuilt larger when a text does not fit, keeping
     the piece cache."""
 
-    def __init__(self, model: BPEModel, pipes, cap: int, cache: structs.PieceCache | None = None):
+    def __init__(self, model: BPEModel, pipes, cap: int, cache: structs.PieceCache | None = None,
+                 workspace: Workspace | None = None):
         cap = max(cap, 1024)
         big = 3 * cap + 8
         self.cap = cap
@@ -78,7 +79,8 @@ class _SPMThread:
         self.buffers = kernel.make_spm_buffers(
             np.empty(big, np.int64), np.empty(big, np.int64), np.empty(big, np.int64), np.empty(big, np.uint8),
             np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(4 * kernel.PIECE_RING, np.int64))
-        ws = Workspace()
+        # kept when the buffers grow: its per-id and per-rank arrays do not depend on the capacity
+        ws = self.workspace = workspace if workspace is not None else Workspace()
         ws.grow(big)
         self.cache = cache if cache is not None else structs.make_piece_cache()
         # rev_left and touched are written by the BPE kernel: one per thread, never the model's
@@ -107,7 +109,7 @@ class FusedSentencePiece(FusedPath):
         st = getattr(self._local, "st", None)
         if st is None or st.cap < longest:
             st = self._local.st = _SPMThread(self.model, self.pipes, max(longest, 2 * st.cap if st else 0),
-                                             st.cache if st else None)
+                                             st.cache if st else None, st.workspace if st else None)
         return st
 
     def encode_docs(self, buf: np.ndarray, doc_starts: np.ndarray, doc_ends: np.ndarray,

@@ -487,22 +487,23 @@ BPEScratchType, BPEScratch, BPE_SCRATCH = _declare("BPEScratch", [
 
 
 @njit(cache=True)
-def _new_bpe_scratch(fields):
-    """A BPE_SCRATCH from the tuple of its fields in declaration order (one parameter: a constructor
-    with one per field would pass numba's 16-parameter budget)."""
+def _new_bpe_scratch(arrays, cache):
+    """A BPE_SCRATCH from the tuple of its array fields in declaration order and its piece cache (a
+    tuple of arrays alone is typed by numba's dispatcher in C; with a structure in it, the whole
+    tuple went through Python's typeof, ~120 us, paid each time a thread's buffers grow)."""
     s = structref.new(BPE_SCRATCH)
-    s.start = fields[0]
-    s.end = fields[1]
-    s.id = fields[2]
-    s.rank = fields[3]
-    s.links = fields[4]
-    s.heap = fields[5]
-    s.stack = fields[6]
-    s.rev_left = fields[7]
-    s.touched = fields[8]
-    s.rank_heads = fields[9]
-    s.rank_bits = fields[10]
-    s.cache = fields[11]
+    s.start = arrays[0]
+    s.end = arrays[1]
+    s.id = arrays[2]
+    s.rank = arrays[3]
+    s.links = arrays[4]
+    s.heap = arrays[5]
+    s.stack = arrays[6]
+    s.rev_left = arrays[7]
+    s.touched = arrays[8]
+    s.rank_heads = arrays[9]
+    s.rank_bits = arrays[10]
+    s.cache = cache
     return s
 
 
@@ -512,7 +513,7 @@ def make_bpe_scratch(workspace, model, touched, cache: PieceCache) -> BPEScratch
     w = workspace
     heads, bits = w.rank_buckets(model.n_ranks)
     return _new_bpe_scratch((w.start, w.end, w.id, w.rank, w.links, w.heap, w.stack,
-                             w.rev_left(model.token_flags.shape[0]), touched, heads, bits, cache))
+                             w.rev_left(model.token_flags.shape[0]), touched, heads, bits), cache)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -590,13 +591,13 @@ BPESessionType, BPESession, BPE_SESSION = _declare("BPESession", [
 
 
 @njit(cache=True)
-def _new_bpe_session(fields):
-    """A BPE_SESSION from the tuple of its fields in declaration order (one parameter: a constructor
-    with one per field would pass numba's 16-parameter budget)."""
+def _new_bpe_session(pipe, spans, bpe):
+    """A BPE_SESSION from its fields (each structure its own argument: numba types a tuple holding
+    structures in Python, twice as slow)."""
     s = structref.new(BPE_SESSION)
-    s.pipe = fields[0]
-    s.spans = fields[1]
-    s.bpe = fields[2]
+    s.pipe = pipe
+    s.spans = spans
+    s.bpe = bpe
     return s
 
 
@@ -606,4 +607,4 @@ def make_bpe_pipe(matcher, regex, vocab) -> BPEPipe:
 
 
 def make_bpe_session(pipe, spans, bpe) -> BPESession:
-    return _new_bpe_session((pipe, spans, bpe))
+    return _new_bpe_session(pipe, spans, bpe)
