@@ -151,3 +151,21 @@ def test_hf_rules_unigram_fused(tmp_path):
     _assert_hf_rules(tmp_path, "t5", {"<extra_id_0>": ("lstrip",), "</s>": ("rstrip",),
                                       "<extra_id_1>": ("lstrip", "rstrip"), "<extra_id_2>": ("single_word",)},
                      "FusedUnigramHF", seed=5)
+
+
+def test_single_word_reads_word_characters_as_hf_does(tmp_path):
+    """A single_word token must not touch a Rust-regex ``\\w`` character: Unicode Alphabetic (not only
+    letters: Ⓐ, Ⅻ, Other_Alphabetic marks), marks, Nd, Pc and joiners. Every assigned code point that
+    is not an other-letter (Lo, all Alphabetic), and every 50th that is, before and after the token,
+    against HF."""
+    import unicodedata
+    path, ref, _ = _flagged(tmp_path, "mistral-7b", {"<unk>": ("single_word",)})
+    tok = tokjit.load(path)
+    points = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000
+              and unicodedata.category(chr(c)) not in ("Cn", "Co")]
+    points = [c for k, c in enumerate(points) if unicodedata.category(chr(c)) != "Lo" or k % 50 == 0]
+    assert 0x24B6 in points and 0x216B in points  # Ⓐ (So), Ⅻ (Nl)
+    texts = ["".join(f"{chr(c)}<unk> <unk>{chr(c)} " for c in points[i:i + 100]) for i in range(0, len(points), 100)]
+    expected = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    got = tok.encode_batch(texts, parse_special=True)
+    assert [points[i * 100] for i, (e, g) in enumerate(zip(expected, got)) if e != g] == []

@@ -13,12 +13,14 @@ applied to the few matches in Python.
 
 from __future__ import annotations
 
-import unicodedata
+import bisect
+import functools
 
 import numpy as np
 
 from tokjit.kernels.added_tokens import claim_longest_first, find_added_tokens, token_occurrences
 from tokjit.kernels.structs import RULE_LSTRIP, RULE_RSTRIP, RULE_SINGLE_WORD
+from tokjit.regex.unicode_tables import word_ranges
 from tokjit.spec import AddedToken
 
 
@@ -192,6 +194,15 @@ def _char_after(raw: bytes, pos: int, upper: int) -> str:
 
 
 def _is_word_char(ch: str) -> bool:
-    """Rust regex ``\\w``: Alphabetic, marks, decimal digits, connector punctuation, joiners."""
-    cat = unicodedata.category(ch)
-    return ch.isalpha() or cat[0] == "M" or cat in ("Nd", "Nl", "Pc") or ch in "\u200c\u200d"
+    """Rust regex ``\\w``: Alphabetic, marks, decimal digits, connector punctuation, joiners. Alphabetic
+    is the Unicode property, not ``str.isalpha`` (letters only): Ⓐ, Ⅻ and the Other_Alphabetic marks
+    and signs are word characters to HF."""
+    starts, ends = _word_ranges()
+    k = bisect.bisect_right(starts, ord(ch)) - 1
+    return k >= 0 and ord(ch) <= ends[k]
+
+
+@functools.lru_cache(maxsize=1)
+def _word_ranges() -> tuple[list[int], list[int]]:
+    ranges = word_ranges()
+    return ranges[:, 0].tolist(), ranges[:, 1].tolist()
