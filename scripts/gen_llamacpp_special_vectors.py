@@ -47,10 +47,13 @@ OWN_TEXTS = ("", " ", "   ", "Hello world", "  Hello   world  ", "\tTab\tand\nne
              "e\u0301 é", "\u3000ideographic\u3000space", "ÀÉÎÕÜ àéîõü", "Straße", "Привет, мир!", "你好，世界",
              "こんにちは世界", "안녕하세요", "مرحبا بالعالم", "नमस्ते दुनिया", "🙂👍🏽 👨‍👩‍👧", "1234567890 3.14159",
              "don't won't I'm", "a\u200bb\u200cc\u200dd", "\u00a0non-breaking\u00a0space", "x" * 300) + tuple(
-    "a" + "\n" * k + "b" for k in (1, 2, 3, 4, 5, 7, 12, 31, 32, 40)) + ("\n", "\n\n\n", " \n \n\n ")
+    "a" + "\n" * k + "b" for k in (1, 2, 3, 4, 5, 7, 12, 31, 32, 40)) + ("\n", "\n\n\n", " \n \n\n ") + (
+    # characters the charsmap deletes (C0 controls, DEL), alone, between spaces and beside words
+    "\x0b", "\x7f", "\x1c\x1d\x1e\x1f", " \x0b", "\x0b ", "  \x0b  ", "\x0b\u3000", "\u3000", "a\x0b", "\x0bb",
+    " \x0b a")
 TOKENS_PER_VOCAB = 14
 MIXTURES = 32
-CORPUS_PER_FILE = {"t5-ugm": 10}
+CORPUS_PER_FILE = {"t5-ugm": 10, "t5-ugm-keep-spaces": 4, "t5-ugm-keep-spaces-no-prefix": 4}
 CORPUS_PER_FILE_DEFAULT = 2
 CORPUS_MAX_CHARS = 400
 # pre-type fixtures (one per tokenizer.ggml.pre llama.cpp knows, on one vocabulary): llama.cpp's own

@@ -17,6 +17,7 @@ converter would.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "data" / "llamacpp-0c1e570"
@@ -52,10 +53,11 @@ def _finish(w, out_path: Path) -> Path:
     return out_path
 
 
-def write_t5_gguf(shared: Path, out_path: Path) -> Path:
+def write_t5_gguf(shared: Path, out_path: Path, *, add_space_prefix: bool | None = None,
+                  remove_extra_whitespaces: bool | None = None) -> Path:
     """A UGM vocabulary from ``hf/t5/spiece.model``, written as llama.cpp's T5 converter writes it
     (pieces, scores and types from sentencepiece, the normalizer's dummy-prefix / whitespace flags and
-    precompiled charsmap, ids from the model)."""
+    precompiled charsmap, ids from the model); the two whitespace flags may be set otherwise."""
     import gguf
     import sentencepiece as spm
     from sentencepiece import sentencepiece_model_pb2 as pb
@@ -77,8 +79,10 @@ def write_t5_gguf(shared: Path, out_path: Path) -> Path:
     w.add_token_list(tokens)
     w.add_token_scores(scores)
     w.add_token_types(types)
-    w.add_add_space_prefix(proto.normalizer_spec.add_dummy_prefix)
-    w.add_remove_extra_whitespaces(proto.normalizer_spec.remove_extra_whitespaces)
+    spec = proto.normalizer_spec
+    w.add_add_space_prefix(spec.add_dummy_prefix if add_space_prefix is None else add_space_prefix)
+    w.add_remove_extra_whitespaces(spec.remove_extra_whitespaces if remove_extra_whitespaces is None
+                                   else remove_extra_whitespaces)
     if proto.normalizer_spec.precompiled_charsmap:
         w.add_precompiled_charsmap(proto.normalizer_spec.precompiled_charsmap)
     w.add_eos_token_id(sp.eos_id())
@@ -88,7 +92,13 @@ def write_t5_gguf(shared: Path, out_path: Path) -> Path:
 
 
 #: vocabularies written by a function of the shared data (name -> writer)
-BUILT_VOCABS = {"t5-ugm": write_t5_gguf}
+BUILT_VOCABS = {
+    "t5-ugm": write_t5_gguf,
+    # llama.cpp's UGM without merging spaces: its prefix goes before the first character that is not one
+    "t5-ugm-keep-spaces": functools.partial(write_t5_gguf, remove_extra_whitespaces=False),
+    "t5-ugm-keep-spaces-no-prefix": functools.partial(write_t5_gguf, add_space_prefix=False,
+                                                      remove_extra_whitespaces=False),
+}
 
 
 def with_pre_type(src: Path, pre: str, out_path: Path, key: str = "tokenizer.ggml.pre") -> Path:

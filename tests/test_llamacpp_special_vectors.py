@@ -4,10 +4,11 @@ The fixtures (``tests/data/llamacpp-0c1e570``, written by ``scripts/gen_llamacpp
 hold texts made of each vocabulary's special tokens, as llama.cpp marks them after loading, mixed
 with words, whitespace and each other, with llama.cpp's ids for ``parse_special`` true and false, and
 its ids for a sample of the shared corpora. They cover every GGUF of ``data/gguf`` and the GGUFs that
-``llamacpp_vocabs.BUILT_VOCABS`` writes from shared tokenizer files: t5 (UGM), gemma4, rwkv and
-whitespace vocabularies, and ``rules`` / ``rules-phi3``, the gpt-2 vocabulary plus tokens that meet every
-text and name rule of llama.cpp's loader (two FIM candidates of one kind among them). The ``pre-*``
-corpus fixtures hold llama.cpp's ids for every ``tokenizer.ggml.pre`` value on the gpt-2 vocabulary.
+``llamacpp_vocabs.BUILT_VOCABS`` writes from shared tokenizer files: t5 (UGM; also with spaces kept,
+with and without the prefix), gemma4, rwkv and whitespace vocabularies, and ``rules`` /
+``rules-phi3``, the gpt-2 vocabulary plus tokens that meet every text and name rule of llama.cpp's
+loader (two FIM candidates of one kind among them). The ``pre-*`` corpus fixtures hold llama.cpp's ids
+for every ``tokenizer.ggml.pre`` value on the gpt-2 vocabulary.
 """
 
 from __future__ import annotations

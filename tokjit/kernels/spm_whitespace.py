@@ -17,6 +17,9 @@ WS_ESCAPE = 4
 WS_SUFFIX = 8
 # set by the caller when the charsmap deleted a unit of the text (a rule with an empty string)
 WS_DELETED_UNIT = 16
+# llama.cpp's UGM normalizer: its space prefix goes in front of the first character that is not a space,
+# so text of spaces (and characters the charsmap deletes) gets none; a deleted unit is nothing to it
+WS_LLAMACPP = 32
 
 
 @njit(cache=True, nogil=True, forceinline=True, _nrt=False)
@@ -35,13 +38,15 @@ def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
 
     Units are maximal runs of bytes with equal ``align`` (one per consumed input unit). Mirrors
     ``Normalizer::Normalize`` after ``NormalizePrefix``: leading " " units skipped, dummy prefix,
-    per-unit leading-space removal after a space, " " -> U+2581, trailing space symbols trimmed.
+    per-unit leading-space removal after a space, " " -> U+2581, trailing space symbols trimmed;
+    with WS_LLAMACPP llama.cpp's UGM reading of the same flags (no prefix for text of spaces).
     O(n). Capacity: ``out`` >= 3 * n + 3, ``out_align`` one more.
     """
     remove_extra = (flags & WS_REMOVE_EXTRA) != 0
     dummy = (flags & WS_DUMMY_PREFIX) != 0
     escape = (flags & WS_ESCAPE) != 0
     suffix = (flags & WS_SUFFIX) != 0
+    llamacpp = (flags & WS_LLAMACPP) != 0
     i = 0
     if remove_extra:
         # skip leading units equal to exactly " "
@@ -57,14 +62,14 @@ def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
         # nothing but space units left; sentencepiece's leading skip, though, stops at a deleted unit, so
         # to it such text is not empty: it gets its dummy prefix, removed again only by the trailing
         # trim (remove_extra with the prefix in front)
-        if (flags & WS_DELETED_UNIT) != 0 and dummy and (suffix or not remove_extra):
+        if (flags & WS_DELETED_UNIT) != 0 and dummy and (suffix or not remove_extra) and not llamacpp:
             m = _put_space(out, out_align, 0, align[n], escape)
             out_align[m] = align[n]
             return m
         out_align[0] = align[n]
         return 0
     m = 0
-    if dummy and not suffix:
+    if dummy and not suffix and not (llamacpp and _only_spaces(buf, i, n)):
         m = _put_space(out, out_align, 0, align[i], escape)
     is_prev_space = remove_extra
     while i < n:
@@ -131,6 +136,15 @@ def sentencepiece_whitespace(buf, align, n, flags, out, out_align):
         m = _put_space(out, out_align, m, consumed, escape)
     out_align[m] = consumed
     return m
+
+
+@njit(cache=True, nogil=True, forceinline=True, _nrt=False)
+def _only_spaces(buf, i, n):
+    """Whether ``buf[i:n]`` holds no byte but " "."""
+    for k in range(i, n):
+        if buf[k] != 32:
+            return False
+    return True
 
 
 @njit(cache=True, nogil=True, _nrt=False)

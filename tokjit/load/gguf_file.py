@@ -513,7 +513,7 @@ def _t5(meta, strings, types, scores, ids, pre, added, attrs) -> TokenizerSpec:
                   # llama.cpp's merge mode puts a space before every word, the first one included
                   # even when add_space_prefix is off
                   "add_dummy_prefix": add_space_prefix or remove_extra, "remove_extra_whitespaces": remove_extra,
-                  "escape_whitespaces": True, "treat_whitespace_as_suffix": False,
+                  "escape_whitespaces": True, "treat_whitespace_as_suffix": False, "llamacpp": True,
                   "user_defined": [strings[i] for i in np.flatnonzero(attrs & ATTR_USER_DEFINED).tolist()]}
     # llm_tokenizer_ugm's trie: attribute bits, so a promoted NORMAL token and a control token named
     # "unused" stay in it

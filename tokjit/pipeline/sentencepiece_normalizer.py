@@ -21,15 +21,16 @@ import numpy as np
 
 from tokjit.pipeline.added_tokens import AddedTokenMatcher
 from tokjit.errors import UnsupportedComponentError
-from tokjit.kernels.spm_whitespace import (WS_DELETED_UNIT, WS_DUMMY_PREFIX, WS_ESCAPE, WS_REMOVE_EXTRA, WS_SUFFIX,
-                                           sentencepiece_whitespace)
+from tokjit.kernels.spm_whitespace import (WS_DELETED_UNIT, WS_DUMMY_PREFIX, WS_ESCAPE, WS_LLAMACPP,
+                                           WS_REMOVE_EXTRA, WS_SUFFIX, sentencepiece_whitespace)
 from tokjit.spec import AddedToken
 
 
 
 class SentencePieceNormalizer:
     """``{"type": "SentencePieceNormalizer", "precompiled_charsmap": bytes | None, "add_dummy_prefix",
-    "remove_extra_whitespaces", "escape_whitespaces", "treat_whitespace_as_suffix", "user_defined"}``."""
+    "remove_extra_whitespaces", "escape_whitespaces", "treat_whitespace_as_suffix", "user_defined",
+    "llamacpp"}``; ``llamacpp``: llama.cpp's UGM rules for the same flags (a GGUF's)."""
 
     def __init__(self, config: dict):
         blob = config.get("precompiled_charsmap")
@@ -50,6 +51,8 @@ class SentencePieceNormalizer:
             flags |= WS_ESCAPE
         if config.get("treat_whitespace_as_suffix", False):
             flags |= WS_SUFFIX
+        if config.get("llamacpp", False):
+            flags |= WS_LLAMACPP
         self.flags = np.int64(flags)
         user = [s for s in config.get("user_defined") or [] if s]
         # user-defined pieces are copied through unnormalized; only the charsmap could change them
