@@ -118,10 +118,16 @@ class PrecompiledCharsmap:
     # ---------------------------------------------------------------------------------------------
 
     def normalize(self, buf: np.ndarray, align: np.ndarray | None):
-        """sentencepiece semantics (longest match; invalid UTF-8 byte -> U+FFFD). Returns ``(buf, align,
-        deleted)`` with ``align[j]`` = offset (through the incoming ``align``) of where the rule that
-        produced byte ``j`` started, so bytes sharing an align value came from one ``NormalizePrefix``
-        step, and ``deleted`` true when some step wrote nothing. Unchanged text is returned as is."""
+        """sentencepiece semantics (longest match; invalid UTF-8 byte -> U+FFFD). Returns ``(buf, align)``
+        with ``align[j]`` = offset (through the incoming ``align``) of where the rule that produced byte
+        ``j`` started, so bytes sharing an align value came from one ``NormalizePrefix`` step. Unchanged
+        text is returned as is."""
+        out, out_align, _ = self.normalize_units(buf, align)
+        return out, out_align
+
+    def normalize_units(self, buf: np.ndarray, align: np.ndarray | None):
+        """:meth:`normalize` and whether some step wrote nothing (a rule deleted a unit), which
+        sentencepiece's whitespace rules can tell from no unit at all: ``(buf, align, deleted)``."""
         buf = np.ascontiguousarray(buf, dtype=np.uint8)
         n = buf.shape[0]
         if n == 0:

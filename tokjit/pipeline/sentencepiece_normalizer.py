@@ -60,19 +60,19 @@ class SentencePieceNormalizer:
             if user and self.charsmap is not None else None
 
     def _apply_charsmap(self, buf, align):
-        """(buf, align, deleted) as :meth:`PrecompiledCharsmap.normalize`, user-defined pieces kept."""
+        """(buf, align, deleted) as :meth:`PrecompiledCharsmap.normalize_units`, user-defined pieces kept."""
         if self.protect is None:
-            return self.charsmap.normalize(buf, align)
+            return self.charsmap.normalize_units(buf, align)
         ms, me, _ = self.protect.find(buf, 0, buf.shape[0])
         if ms.shape[0] == 0:
-            return self.charsmap.normalize(buf, align)
+            return self.charsmap.normalize_units(buf, align)
         base = np.arange(buf.shape[0] + 1, dtype=np.int64) if align is None else align
         bufs, aligns = [], []
         deleted = False
         pos = 0
         for s, e in zip(ms.tolist(), me.tolist()):
             if s > pos:
-                b, a, gone = self.charsmap.normalize(buf[pos:s], base[pos:s + 1])
+                b, a, gone = self.charsmap.normalize_units(buf[pos:s], base[pos:s + 1])
                 bufs.append(b)
                 aligns.append(a[:-1])
                 deleted = deleted or gone
@@ -80,7 +80,7 @@ class SentencePieceNormalizer:
             aligns.append(np.full(e - s, base[s], np.int64))  # one unit: sentencepiece consumes it whole
             pos = e
         if pos < buf.shape[0]:
-            b, a, gone = self.charsmap.normalize(buf[pos:], base[pos:])
+            b, a, gone = self.charsmap.normalize_units(buf[pos:], base[pos:])
             bufs.append(b)
             aligns.append(a[:-1])
             deleted = deleted or gone
