@@ -283,8 +283,6 @@ class Tokenizer(TransformersMixin):
             return self._post_process_with_offsets(ids, offsets)
         buf = text_to_utf8(text)
         ids, s, e = self._encode_array(buf, parse_special, want_spans=True)
-        # a space sentencepiece appends (treat_whitespace_as_suffix) sits at the end: (n, n), not past it
-        e = np.minimum(e, buf.shape[0])
         char_index = np.zeros(buf.shape[0] + 1, np.int64)
         is_start = (buf & 0xC0) != 0x80
         char_index[1:] = np.cumsum(is_start)
@@ -395,7 +393,9 @@ class Tokenizer(TransformersMixin):
             # the source of its last byte: bytes the normalizer inserted or deleted after it (BERT's
             # padding around CJK, stripped accents) are not part of the token
             align = pieces.align
-            te = np.where(te > ts, align[np.maximum(te - 1, 0)] + 1, align[ts])
+            # a byte inserted after the segment's last source character (the space sentencepiece
+            # appends with treat_whitespace_as_suffix) ends the token at the segment's end, not past it
+            te = np.where(te > ts, np.minimum(align[np.maximum(te - 1, 0)] + 1, align[-1]), align[ts])
             ts = align[ts]
         return ids, ts + offset, te + offset
 
